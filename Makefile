@@ -1,0 +1,40 @@
+# consoled: `make run` serves on 127.0.0.1:8080, `make test` runs everything.
+# Both start a private PostgreSQL cluster under .pg/ unless DATABASE_URL is set.
+
+SHELL := /bin/bash
+CARGO ?= cargo
+DEV_PG_PORT ?= 55432
+TEST_PG_PORT ?= 55433
+
+.PHONY: run test build lint unit db-up db-down bench clean
+
+build:
+	$(CARGO) build --release --locked
+
+run: build
+	@url="$${DATABASE_URL:-$$(scripts/pg.sh start dev $(DEV_PG_PORT))}"; \
+	echo "consoled: database $${url%%\?*}; mail goes to ./mail"; \
+	DATABASE_URL="$$url" CONSOLED_COOKIE_SECURE=$${CONSOLED_COOKIE_SECURE:-false} \
+	CONSOLED_DEMO=$${CONSOLED_DEMO:-true} exec target/release/consoled serve
+
+# Everything: formatting, lints, unit and integration tests against a real PostgreSQL.
+test: lint
+	@url="$${DATABASE_URL:-$$(scripts/pg.sh start test $(TEST_PG_PORT))}"; \
+	DATABASE_URL="$$url" $(CARGO) test --locked --all-targets -- --test-threads=$${TEST_THREADS:-8}
+
+lint:
+	$(CARGO) fmt --check
+	$(CARGO) clippy --locked --all-targets -- -D warnings
+
+db-up:
+	@scripts/pg.sh start dev $(DEV_PG_PORT)
+
+db-down:
+	@scripts/pg.sh stop dev; scripts/pg.sh stop test
+
+bench:
+	@url="$${DATABASE_URL:-$$(scripts/pg.sh start test $(TEST_PG_PORT))}"; \
+	$(CARGO) build --release --locked --benches && DATABASE_URL="$$url" benches/run.sh
+
+clean: db-down
+	rm -rf .pg target mail

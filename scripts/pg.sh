@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# Private PostgreSQL clusters under the project folder, for `make run` and `make test`.
+#
+#   scripts/pg.sh start NAME PORT   create (first use) and start .pg/NAME on 127.0.0.1:PORT,
+#                                   then print its DATABASE_URL on stdout
+#   scripts/pg.sh stop NAME         stop it
+#
+# Installs Debian's postgresql when its binaries are missing (as root). initdb refuses to run as
+# root, so as root the cluster belongs to, and runs as, the `postgres` user.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")/.." && pwd)
+cmd=${1:?usage: pg.sh start|stop NAME [PORT]}
+name=${2:?cluster name}
+port=${3:-55432}
+base="$here/.pg/$name"
+data="$base/data"
+
+log() { echo "pg.sh: $*" >&2; }
+
+find_bin() {
+    local d
+    if command -v pg_ctl >/dev/null 2>&1 && command -v initdb >/dev/null 2>&1; then
+        dirname "$(command -v pg_ctl)"; return
+    fi
+    for d in $(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V -r); do
+        [ -x "$d/pg_ctl" ] && { echo "$d"; return; }
+    done
+}
+
+ensure_postgres() {
+    bin=$(find_bin || true)
+    if [ -z "$bin" ]; then
+        if [ "$(id -u)" -ne 0 ]; then
+            log "PostgreSQL is not installed; run 'sudo apt-get install postgresql' or set DATABASE_URL"
+            exit 1
+        fi
+        log "installing Debian's postgresql (apt-get)"
+        export DEBIAN_FRONTEND=noninteractive
+        apt-get update -qq >&2
+        apt-get install -y -qq postgresql >&2
+        bin=$(find_bin)
+    fi
+}
+
+# Runs a command as the cluster's owner: ourselves, or `postgres` when we are root.
+as_owner() {
+    if [ "$(id -u)" -eq 0 ]; then
+        runuser -u postgres -- "$@"
+    else
+        "$@"
+    fi
+}
+
+case "$cmd" in
+start)
+    ensure_postgres
+    mkdir -p "$base"
+    if [ "$(id -u)" -eq 0 ]; then
+        id postgres >/dev/null 2>&1 || useradd --system --home-dir /var/lib/postgresql postgres
+        chown postgres "$base"
+        # The postgres user must be able to reach the folder.
+        d="$base"; while [ "$d" != "/" ]; do chmod o+x "$d" 2>/dev/null || true; d=$(dirname "$d"); done
+    fi
+    if [ ! -f "$data/PG_VERSION" ]; then
+        log "creating cluster $data"
+        as_owner "$bin/initdb" -D "$data" -U postgres --auth=trust -E UTF8 --no-locale >/dev/null
+        cat >>"$data/postgresql.conf" <<CONF
+listen_addresses = '127.0.0.1'
+port = $port
+unix_socket_directories = '$base'
+max_connections = 400
+shared_buffers = 128MB
+fsync = off
+synchronous_commit = off
+full_page_writes = off
+log_min_messages = warning
+CONF
+    fi
+    if ! as_owner "$bin/pg_ctl" -D "$data" status >/dev/null 2>&1; then
+        as_owner "$bin/pg_ctl" -D "$data" -l "$base/server.log" -w -t 60 -o "-p $port" start >/dev/null
+    fi
+    url="postgres://postgres@127.0.0.1:$port/consoled"
+    if ! as_owner psql -h 127.0.0.1 -p "$port" -U postgres -tAc "SELECT 1 FROM pg_database WHERE datname='consoled'" postgres | grep -q 1; then
+        as_owner psql -h 127.0.0.1 -p "$port" -U postgres -qc "CREATE DATABASE consoled" postgres >/dev/null
+    fi
+    echo "$url"
+    ;;
+stop)
+    bin=$(find_bin || true)
+    if [ -n "$bin" ] && [ -f "$data/PG_VERSION" ]; then
+        as_owner "$bin/pg_ctl" -D "$data" -m fast -w stop >/dev/null 2>&1 || true
+    fi
+    ;;
+*)
+    echo "usage: pg.sh start|stop NAME [PORT]" >&2; exit 2 ;;
+esac

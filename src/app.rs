@@ -1,0 +1,36 @@
+//! The application state every handler receives: configuration, database pool, hash pool,
+//! metrics and the event hub. Built once by `serve` (or a test) and shared by `Arc`.
+
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+use crate::config::Config;
+use crate::db::Pool;
+use crate::events::Hub;
+use crate::hashing::Hasher;
+use crate::http::Response;
+use crate::metrics::Metrics;
+
+pub struct App {
+    pub config: Config,
+    pub pool: Pool,
+    pub hasher: Hasher,
+    pub metrics: Arc<Metrics>,
+    pub hub: Arc<Hub>,
+    /// Lower-case origins of the base and console URLs (CSRF Origin check).
+    pub origins: Vec<String>,
+    /// Set when the process is shutting down.
+    pub stopping: Arc<AtomicBool>,
+}
+
+/// What a handler produces: a complete response, or an event stream to hand to its own thread.
+pub enum Reply {
+    Response(Response),
+    Stream(crate::events::StreamPlan),
+}
+
+impl From<Response> for Reply {
+    fn from(r: Response) -> Reply {
+        Reply::Response(r)
+    }
+}

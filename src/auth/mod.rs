@@ -1,0 +1,114 @@
+//! Accounts and sessions under /auth: one file per flow. This module holds what they share:
+//! authentication of a request (called first by every protected handler), the session cookie,
+//! and the Auth state body.
+
+pub mod csrf;
+pub mod login;
+pub mod oauth;
+pub mod signup;
+
+use postgres::GenericClient;
+use serde_json::{json, Value};
+
+use crate::app::App;
+use crate::db::sessions::{self, Session};
+use crate::db::{self, orgs, users};
+use crate::error::{ApiError, ApiResult, Code};
+use crate::http::cookies::SetCookie;
+use crate::http::{Request, Response};
+
+pub const SESSION_COOKIE: &str = "svc_session";
+
+/// The session of a request that must be fully authenticated: 401 `unauthorized` without one,
+/// 401 `mfa_required` while it still needs its second factor.
+pub fn require_session(app: &App, req: &Request) -> ApiResult<Session> {
+    let session = any_session(app, req)?;
+    if session.mfa_pending {
+        return Err(ApiError::new(Code::MfaRequired));
+    }
+    Ok(session)
+}
+
+/// The session of a request, pending or full; marks a full session as used.
+pub fn any_session(app: &App, req: &Request) -> ApiResult<Session> {
+    let token = session_token(req).ok_or_else(|| ApiError::new(Code::Unauthorized))?;
+    let mut c = db::conn(&app.pool)?;
+    let session = sessions::find_valid(&mut *c, &token, app.config.session_idle)?
+        .ok_or_else(|| ApiError::new(Code::Unauthorized))?;
+    // Writing on every request would make every read a write; a fraction of the idle timeout is
+    // precise enough.
+    let granularity = (app.config.session_idle.as_secs_f64() / 20.0).min(60.0);
+    if !session.mfa_pending && session.since_seen > granularity {
+        sessions::touch(&mut *c, session.id)?;
+    }
+    Ok(session)
+}
+
+/// The cookie's token if it has the shape of one of ours (saves a query for garbage).
+pub fn session_token(req: &Request) -> Option<String> {
+    req.cookie(SESSION_COOKIE).filter(|t| is_token_shaped(t))
+}
+
+pub fn is_token_shaped(t: &str) -> bool {
+    t.len() == 43
+        && t.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+}
+
+pub fn session_cookie(app: &App, token: &str, max_age: u64) -> String {
+    SetCookie {
+        name: SESSION_COOKIE,
+        value: token,
+        http_only: true,
+        same_site: "Lax",
+        secure: app.config.cookie_secure,
+        path: "/",
+        max_age: Some(max_age),
+    }
+    .render()
+}
+
+pub fn clear_session_cookie(app: &App) -> String {
+    session_cookie(app, "", 0)
+}
+
+/// The spec's Auth state.
+pub fn auth_state(
+    c: &mut impl GenericClient,
+    user_id: i64,
+    mfa_required: bool,
+) -> ApiResult<Value> {
+    let user =
+        users::find(c, user_id)?.ok_or_else(|| ApiError::internal("session of a deleted user"))?;
+    let organizations: Vec<Value> = orgs::for_user(c, user_id)?
+        .iter()
+        .map(|o| o.to_json())
+        .collect();
+    Ok(json!({
+        "user": user.to_json(),
+        "organizations": organizations,
+        "mfa_required": mfa_required,
+    }))
+}
+
+/// Starts a session for a user inside `c` (a transaction the caller commits) and builds the
+/// response: Auth state with the new cookie. A user with a second factor gets a pending session.
+pub fn start_session(
+    app: &App,
+    c: &mut impl GenericClient,
+    status: u16,
+    user_id: i64,
+    pending: bool,
+) -> ApiResult<Response> {
+    let lifetime = if pending {
+        app.config.mfa_pending
+    } else {
+        app.config.session_max
+    };
+    let (token, _) = sessions::create(c, user_id, pending, lifetime)?;
+    let body = auth_state(c, user_id, pending)?;
+    Ok(Response::json(status, &body).header(
+        "Set-Cookie",
+        session_cookie(app, &token, lifetime.as_secs()),
+    ))
+}

@@ -1,0 +1,49 @@
+//! `POST /auth/signup`: the user, a personal organization with the user as owner, its `default`
+//! project, a session and the verification mail, all in one transaction.
+
+use std::time::Duration;
+
+use crate::app::{App, Reply};
+use crate::db::{self, orgs, outbox, rate, users};
+use crate::error::{ApiError, ApiResult, Code};
+use crate::http::json::{parse_name, Email, Fields, Password};
+use crate::http::Request;
+
+const SIGNUPS_PER_IP: i64 = 30;
+const SIGNUP_WINDOW: Duration = Duration::from_secs(5 * 60);
+
+pub fn post(app: &App, req: &Request) -> ApiResult<Reply> {
+    let fields = Fields::parse(&req.body)?;
+    let email = Email::parse(fields.string("email")?)?;
+    let password = Password::parse(fields.string("password")?, "password")?;
+    let name = parse_name(fields.string("name")?)?;
+
+    // Count the attempt before the expensive hash, in its own short transaction.
+    let ip = req.client_ip(&app.config.trusted_proxies);
+    {
+        let mut c = db::conn(&app.pool)?;
+        let mut tx = c.transaction()?;
+        let bucket = format!(
+            "signup:{}",
+            ip.map_or("unknown".into(), |ip| ip.to_string())
+        );
+        if let Some(wait) = rate::take(&mut tx, &bucket, SIGNUPS_PER_IP, SIGNUP_WINDOW)? {
+            return Err(ApiError::rate_limited(wait)
+                .message("Too many sign-ups from this address; try again later."));
+        }
+        tx.commit()?;
+    }
+    // No connection is held while hashing: a slow hash queue must not drain the pool.
+    let hash = app.hasher.hash(password.as_str())?;
+
+    let mut c = db::conn(&app.pool)?;
+    let mut tx = c.transaction()?;
+    let user = users::insert(&mut tx, &email, &name, Some(&hash), false)?
+        .ok_or_else(|| ApiError::new(Code::EmailTaken))?;
+    orgs::create_personal(&mut tx, user.id, &name)?;
+    outbox::enqueue(&mut tx, "verify_email", user.id, &user.email)?;
+    let response = super::start_session(app, &mut tx, 201, user.id, false)?;
+    tx.commit()?;
+    log::info!("signup user_id={}", user.id);
+    Ok(response.into())
+}

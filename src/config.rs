@@ -1,0 +1,377 @@
+//! Configuration: the environment is read once into a typed, validated `Config`.
+//!
+//! Every variable has a default that works on a laptop except `DATABASE_URL`. Secrets (database
+//! password, OAuth client secrets, SMTP credentials) are redacted from `Debug`.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// OAuth client settings and endpoints of one identity provider.
+#[derive(Clone)]
+pub struct ProviderConfig {
+    pub client_id: String,
+    pub client_secret: String,
+    pub auth_url: String,
+    pub token_url: String,
+    /// Google: userinfo endpoint; GitHub: API base (`/user`, `/user/emails`).
+    pub api_url: String,
+}
+
+impl fmt::Debug for ProviderConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ProviderConfig")
+            .field("client_id", &self.client_id)
+            .field("client_secret", &"<redacted>")
+            .field("auth_url", &self.auth_url)
+            .field("token_url", &self.token_url)
+            .field("api_url", &self.api_url)
+            .finish()
+    }
+}
+
+#[derive(Clone)]
+pub struct Config {
+    pub database_url: String,
+    pub listen: SocketAddr,
+    pub base_url: String,
+    pub console_url: String,
+    pub cookie_secure: bool,
+    pub smtp_url: Option<String>,
+    pub mail_from: String,
+    pub mail_dir: PathBuf,
+    pub github: Option<ProviderConfig>,
+    pub google: Option<ProviderConfig>,
+    pub ping_interval: Duration,
+    pub stream_queue: usize,
+    pub session_idle: Duration,
+    pub session_max: Duration,
+    pub mfa_pending: Duration,
+    pub trusted_proxies: Vec<IpAddr>,
+    /// Request worker threads (ordinary requests; event streams get their own threads).
+    pub workers: usize,
+    /// Password-hashing threads; at most this many argon2 hashes (19 MiB each) run at once.
+    pub hash_threads: usize,
+    /// Hash jobs allowed to wait; past this, logins get 429 instead of queueing without bound.
+    pub hash_queue: usize,
+    pub db_pool_size: u32,
+    pub db_timeout: Duration,
+    pub max_streams: usize,
+    pub demo: bool,
+    /// Test hook: `GET /__panic` panics inside a handler, to prove the worker survives.
+    pub panic_route: bool,
+}
+
+impl fmt::Debug for Config {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Config")
+            .field("database_url", &redact_url(&self.database_url))
+            .field("listen", &self.listen)
+            .field("base_url", &self.base_url)
+            .field("console_url", &self.console_url)
+            .field("cookie_secure", &self.cookie_secure)
+            .field("smtp_url", &self.smtp_url.as_deref().map(redact_url))
+            .field("mail_from", &self.mail_from)
+            .field("mail_dir", &self.mail_dir)
+            .field("github", &self.github)
+            .field("google", &self.google)
+            .field("ping_interval", &self.ping_interval)
+            .field("stream_queue", &self.stream_queue)
+            .field("session_idle", &self.session_idle)
+            .field("session_max", &self.session_max)
+            .field("trusted_proxies", &self.trusted_proxies)
+            .field("workers", &self.workers)
+            .field("hash_threads", &self.hash_threads)
+            .field("hash_queue", &self.hash_queue)
+            .field("db_pool_size", &self.db_pool_size)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Hides the password of `scheme://user:password@host/...`.
+pub fn redact_url(url: &str) -> String {
+    let Some(scheme_end) = url.find("://") else {
+        return url.to_string();
+    };
+    let rest = &url[scheme_end + 3..];
+    let authority_end = rest.find('/').unwrap_or(rest.len());
+    match rest[..authority_end].rfind('@') {
+        Some(at) => match rest[..at].find(':') {
+            Some(colon) => format!(
+                "{}{}:<redacted>{}",
+                &url[..scheme_end + 3],
+                &rest[..colon],
+                &rest[at..]
+            ),
+            None => url.to_string(),
+        },
+        None => url.to_string(),
+    }
+}
+
+#[derive(Debug)]
+pub struct ConfigError(pub String);
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+pub const DATABASE_URL_HELP: &str = "DATABASE_URL is not set. Point it at a PostgreSQL database, \
+     e.g. DATABASE_URL=postgres://user:password@127.0.0.1:5432/consoled, or run `make run`, \
+     which starts a private PostgreSQL cluster under the project folder and sets it for you.";
+
+impl Config {
+    /// Reads the process environment.
+    pub fn from_env() -> Result<Config, ConfigError> {
+        Config::from_vars(std::env::vars().collect())
+    }
+
+    /// Parses a set of variables; used by `from_env` and by tests that vary the configuration.
+    pub fn from_vars(vars: HashMap<String, String>) -> Result<Config, ConfigError> {
+        let env = Env(vars);
+        let database_url = env
+            .get("DATABASE_URL")
+            .ok_or_else(|| ConfigError(DATABASE_URL_HELP.into()))?;
+        let listen = env.parse("CONSOLED_LISTEN", "127.0.0.1:8080".parse().unwrap())?;
+        let base_url = url_var(&env, "CONSOLED_BASE_URL", "http://127.0.0.1:8080")?;
+        let console_url = url_var(&env, "CONSOLED_CONSOLE_URL", &base_url)?;
+        let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+        let hash_threads = env.parse("CONSOLED_HASH_THREADS", cores)?;
+        let config = Config {
+            database_url,
+            listen,
+            base_url: base_url.clone(),
+            console_url,
+            cookie_secure: env.bool("CONSOLED_COOKIE_SECURE", true)?,
+            smtp_url: env.get("CONSOLED_SMTP_URL"),
+            mail_from: env
+                .get("CONSOLED_MAIL_FROM")
+                .unwrap_or_else(|| "consoled@localhost".into()),
+            mail_dir: env
+                .get("CONSOLED_MAIL_DIR")
+                .unwrap_or_else(|| "./mail".into())
+                .into(),
+            github: provider(&env, "GITHUB", GITHUB_DEFAULTS),
+            google: provider(&env, "GOOGLE", GOOGLE_DEFAULTS),
+            ping_interval: Duration::from_secs_f64(env.parse("CONSOLED_PING_SECONDS", 20.0)?),
+            stream_queue: env.parse("CONSOLED_STREAM_QUEUE", 256)?,
+            session_idle: secs(env.parse("CONSOLED_SESSION_IDLE_SECONDS", 12 * 3600)?),
+            session_max: secs(env.parse("CONSOLED_SESSION_MAX_SECONDS", 7 * 24 * 3600)?),
+            mfa_pending: secs(env.parse("CONSOLED_MFA_PENDING_SECONDS", 600)?),
+            trusted_proxies: parse_ips(&env.get("CONSOLED_TRUSTED_PROXIES").unwrap_or_default())?,
+            workers: env.parse("CONSOLED_WORKERS", 32)?,
+            hash_threads,
+            hash_queue: env.parse("CONSOLED_HASH_QUEUE", hash_threads * 4)?,
+            db_pool_size: env.parse("CONSOLED_DB_POOL", 16)?,
+            db_timeout: secs(env.parse("CONSOLED_DB_TIMEOUT_SECONDS", 3)?),
+            max_streams: env.parse("CONSOLED_MAX_STREAMS_PER_PRINCIPAL", 10)?,
+            demo: env.bool("CONSOLED_DEMO", false)?,
+            panic_route: env.bool("CONSOLED_TEST_PANIC_ROUTE", false)?,
+        };
+        config.validate()?;
+        Ok(config)
+    }
+
+    fn validate(&self) -> Result<(), ConfigError> {
+        let positive = [
+            ("CONSOLED_WORKERS", self.workers),
+            ("CONSOLED_HASH_THREADS", self.hash_threads),
+            ("CONSOLED_STREAM_QUEUE", self.stream_queue),
+            ("CONSOLED_DB_POOL", self.db_pool_size as usize),
+        ];
+        for (name, value) in positive {
+            if value == 0 {
+                return Err(ConfigError(format!("{name} must be at least 1")));
+            }
+        }
+        if self.ping_interval < Duration::from_millis(10) {
+            return Err(ConfigError("CONSOLED_PING_SECONDS is too small".into()));
+        }
+        if self.session_idle.is_zero() || self.session_max.is_zero() {
+            return Err(ConfigError("session lifetimes must be positive".into()));
+        }
+        Ok(())
+    }
+
+    /// `scheme://host[:port]` of a configured URL, for the Origin check.
+    pub fn origins(&self) -> [String; 2] {
+        [origin_of(&self.base_url), origin_of(&self.console_url)]
+    }
+}
+
+pub fn origin_of(url: &str) -> String {
+    let after_scheme = url.find("://").map_or(0, |i| i + 3);
+    let end = url[after_scheme..]
+        .find('/')
+        .map_or(url.len(), |i| after_scheme + i);
+    url[..end].to_ascii_lowercase()
+}
+
+fn secs(n: u64) -> Duration {
+    Duration::from_secs(n)
+}
+
+const GITHUB_DEFAULTS: [&str; 3] = [
+    "https://github.com/login/oauth/authorize",
+    "https://github.com/login/oauth/access_token",
+    "https://api.github.com",
+];
+const GOOGLE_DEFAULTS: [&str; 3] = [
+    "https://accounts.google.com/o/oauth2/v2/auth",
+    "https://oauth2.googleapis.com/token",
+    "https://openidconnect.googleapis.com/v1/userinfo",
+];
+
+fn provider(env: &Env, name: &str, defaults: [&str; 3]) -> Option<ProviderConfig> {
+    let client_id = env.get(&format!("CONSOLED_{name}_CLIENT_ID"))?;
+    let client_secret = env.get(&format!("CONSOLED_{name}_CLIENT_SECRET"))?;
+    let api_var = if name == "GITHUB" { "API" } else { "USERINFO" };
+    let endpoint = |suffix: &str, default: &str| {
+        env.get(&format!("CONSOLED_{name}_{suffix}_URL"))
+            .unwrap_or_else(|| default.to_string())
+    };
+    Some(ProviderConfig {
+        client_id,
+        client_secret,
+        auth_url: endpoint("AUTH", defaults[0]),
+        token_url: endpoint("TOKEN", defaults[1]),
+        api_url: endpoint(api_var, defaults[2])
+            .trim_end_matches('/')
+            .to_string(),
+    })
+}
+
+fn url_var(env: &Env, name: &str, default: &str) -> Result<String, ConfigError> {
+    let value = env.get(name).unwrap_or_else(|| default.to_string());
+    if !(value.starts_with("http://") || value.starts_with("https://")) {
+        return Err(ConfigError(format!(
+            "{name} must be an http:// or https:// URL, got {value:?}"
+        )));
+    }
+    Ok(value.trim_end_matches('/').to_string())
+}
+
+fn parse_ips(list: &str) -> Result<Vec<IpAddr>, ConfigError> {
+    list.split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(|s| {
+            s.parse().map_err(|_| {
+                ConfigError(format!(
+                    "CONSOLED_TRUSTED_PROXIES: {s:?} is not an IP address"
+                ))
+            })
+        })
+        .collect()
+}
+
+struct Env(HashMap<String, String>);
+
+impl Env {
+    /// A set, non-empty variable.
+    fn get(&self, name: &str) -> Option<String> {
+        self.0.get(name).filter(|v| !v.trim().is_empty()).cloned()
+    }
+
+    fn parse<T: std::str::FromStr>(&self, name: &str, default: T) -> Result<T, ConfigError> {
+        match self.get(name) {
+            None => Ok(default),
+            Some(v) => v
+                .trim()
+                .parse()
+                .map_err(|_| ConfigError(format!("{name}: cannot parse {v:?}"))),
+        }
+    }
+
+    fn bool(&self, name: &str, default: bool) -> Result<bool, ConfigError> {
+        match self.get(name).map(|v| v.trim().to_ascii_lowercase()) {
+            None => Ok(default),
+            Some(v) if ["1", "true", "yes", "on"].contains(&v.as_str()) => Ok(true),
+            Some(v) if ["0", "false", "no", "off"].contains(&v.as_str()) => Ok(false),
+            Some(v) => Err(ConfigError(format!(
+                "{name}: expected true or false, got {v:?}"
+            ))),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn vars(pairs: &[(&str, &str)]) -> HashMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn missing_database_url_explains_make_run() {
+        let err = Config::from_vars(vars(&[])).unwrap_err();
+        assert!(err.0.contains("make run"), "{err}");
+    }
+
+    #[test]
+    fn defaults_match_the_decisions() {
+        let c = Config::from_vars(vars(&[("DATABASE_URL", "postgres://a@b/c")])).unwrap();
+        assert_eq!(c.listen.to_string(), "127.0.0.1:8080");
+        assert_eq!(c.console_url, "http://127.0.0.1:8080");
+        assert!(c.cookie_secure);
+        assert_eq!(c.ping_interval, Duration::from_secs(20));
+        assert_eq!(c.stream_queue, 256);
+        assert_eq!(c.session_idle, Duration::from_secs(12 * 3600));
+        assert_eq!(c.session_max, Duration::from_secs(7 * 24 * 3600));
+        assert!(c.github.is_none() && c.google.is_none());
+    }
+
+    #[test]
+    fn provider_needs_both_id_and_secret() {
+        let c = Config::from_vars(vars(&[
+            ("DATABASE_URL", "postgres://a@b/c"),
+            ("CONSOLED_GITHUB_CLIENT_ID", "id"),
+        ]))
+        .unwrap();
+        assert!(c.github.is_none());
+    }
+
+    #[test]
+    fn bad_values_are_named() {
+        let err = Config::from_vars(vars(&[
+            ("DATABASE_URL", "postgres://a@b/c"),
+            ("CONSOLED_COOKIE_SECURE", "maybe"),
+        ]))
+        .unwrap_err();
+        assert!(err.0.contains("CONSOLED_COOKIE_SECURE"));
+    }
+
+    #[test]
+    fn debug_redacts_secrets() {
+        let c = Config::from_vars(vars(&[
+            ("DATABASE_URL", "postgres://u:hunter2@h/db"),
+            ("CONSOLED_GOOGLE_CLIENT_ID", "id"),
+            ("CONSOLED_GOOGLE_CLIENT_SECRET", "s3cret"),
+        ]))
+        .unwrap();
+        let shown = format!("{c:?}");
+        assert!(
+            !shown.contains("hunter2") && !shown.contains("s3cret"),
+            "{shown}"
+        );
+    }
+
+    #[test]
+    fn origin_strips_path() {
+        assert_eq!(
+            origin_of("https://Console.example.com/app"),
+            "https://console.example.com"
+        );
+        assert_eq!(origin_of("http://127.0.0.1:8080"), "http://127.0.0.1:8080");
+    }
+}

@@ -1,0 +1,77 @@
+//! Numbered SQL migrations, compiled into the binary and applied in order under an advisory lock,
+//! so that several instances may start at once.
+
+use postgres::Client;
+
+/// (version, name, SQL). A test checks that this list matches the files in `migrations/`.
+pub const MIGRATIONS: &[(i32, &str, &str)] = &[(
+    1,
+    "0001_init.sql",
+    include_str!("../../migrations/0001_init.sql"),
+)];
+
+/// An arbitrary constant naming our lock in `pg_advisory_lock`.
+const LOCK_KEY: i64 = 0x636f_6e73_6f6c_6564; // "consoled"
+
+/// Applies pending migrations; returns the versions applied now.
+pub fn run(client: &mut Client) -> Result<Vec<i32>, postgres::Error> {
+    client.execute("SELECT pg_advisory_lock($1)", &[&LOCK_KEY])?;
+    let result = apply_pending(client);
+    let unlock = client.execute("SELECT pg_advisory_unlock($1)", &[&LOCK_KEY]);
+    let applied = result?;
+    unlock?;
+    Ok(applied)
+}
+
+fn apply_pending(client: &mut Client) -> Result<Vec<i32>, postgres::Error> {
+    client.batch_execute(
+        "CREATE TABLE IF NOT EXISTS schema_migrations (
+             version integer PRIMARY KEY,
+             name text NOT NULL,
+             applied_at timestamptz NOT NULL DEFAULT now())",
+    )?;
+    let mut applied = Vec::new();
+    for &(version, name, sql) in MIGRATIONS {
+        let done = client
+            .query_opt(
+                "SELECT 1 FROM schema_migrations WHERE version = $1",
+                &[&version],
+            )?
+            .is_some();
+        if done {
+            continue;
+        }
+        let mut tx = client.transaction()?;
+        tx.batch_execute(sql)?;
+        tx.execute(
+            "INSERT INTO schema_migrations (version, name) VALUES ($1, $2)",
+            &[&version, &name],
+        )?;
+        tx.commit()?;
+        log::info!("applied migration {name}");
+        applied.push(version);
+    }
+    Ok(applied)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_migration_file_is_listed_in_order() {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/migrations");
+        let mut files: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .filter(|n| n.ends_with(".sql"))
+            .collect();
+        files.sort();
+        let listed: Vec<String> = MIGRATIONS.iter().map(|m| m.1.to_string()).collect();
+        assert_eq!(files, listed);
+        for (i, m) in MIGRATIONS.iter().enumerate() {
+            assert_eq!(m.0 as usize, i + 1);
+            assert!(m.1.starts_with(&format!("{:04}_", m.0)));
+        }
+    }
+}

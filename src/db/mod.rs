@@ -1,0 +1,63 @@
+//! The database: connection settings, the r2d2 pool, migrations, and one module per table.
+
+pub mod migrate;
+pub mod orgs;
+pub mod outbox;
+pub mod rate;
+pub mod sessions;
+pub mod tokens;
+pub mod users;
+
+use std::time::Duration;
+
+use postgres::{Client, Config as PgConfig, NoTls};
+use r2d2_postgres::PostgresConnectionManager;
+
+use crate::config::Config;
+use crate::error::ApiError;
+
+pub type Pool = r2d2::Pool<PostgresConnectionManager<NoTls>>;
+pub type Conn = r2d2::PooledConnection<PostgresConnectionManager<NoTls>>;
+
+/// Connection settings with the timeouts the defaults lack: a dead or half-open database must
+/// turn into an error within seconds, never a hang.
+pub fn pg_config(config: &Config, application_name: &str) -> Result<PgConfig, String> {
+    let mut pg: PgConfig = config
+        .database_url
+        .parse()
+        .map_err(|e| format!("DATABASE_URL is not a valid PostgreSQL URL: {e}"))?;
+    let t = config.db_timeout;
+    pg.application_name(application_name)
+        .connect_timeout(t)
+        .keepalives(true)
+        .keepalives_idle(Duration::from_secs(10))
+        .keepalives_interval(Duration::from_secs(2))
+        .keepalives_retries(3)
+        .tcp_user_timeout(t + Duration::from_secs(2))
+        // A statement that takes longer than this is a stalled database, not a slow query.
+        .options(&format!("-c statement_timeout={}", (t * 2).as_millis()));
+    Ok(pg)
+}
+
+pub fn pool(config: &Config) -> Result<Pool, String> {
+    let manager = PostgresConnectionManager::new(pg_config(config, "consoled")?, NoTls);
+    // build_unchecked: the pool must come up (and answer 503) while the database is away.
+    Ok(r2d2::Pool::builder()
+        .max_size(config.db_pool_size)
+        .min_idle(Some(1))
+        .connection_timeout(config.db_timeout)
+        .test_on_check_out(true)
+        .build_unchecked(manager))
+}
+
+/// A dedicated connection outside the pool (the change listener, migrations, commands).
+pub fn connect(config: &Config, application_name: &str) -> Result<Client, String> {
+    pg_config(config, application_name)?
+        .connect(NoTls)
+        .map_err(|e| format!("cannot connect to the database: {e}"))
+}
+
+/// A pooled connection, or 503 `unavailable`.
+pub fn conn(pool: &Pool) -> Result<Conn, ApiError> {
+    Ok(pool.get()?)
+}

@@ -1,0 +1,122 @@
+//! Table `sessions`. The cookie carries a random token; only its SHA-256 is stored. A session is
+//! valid until its absolute end (`expires_at`) and while it has been used within the idle
+//! timeout. Deleting a row ends the session's open event streams on every instance (trigger).
+
+use std::time::Duration;
+
+use postgres::GenericClient;
+
+use crate::crypto::{new_token, token_hash};
+
+#[derive(Debug, Clone)]
+pub struct Session {
+    pub id: i64,
+    pub user_id: i64,
+    pub mfa_pending: bool,
+    pub failed_codes: i32,
+    /// Seconds until the session ends if it is not used again (min of idle and absolute end).
+    pub remaining: f64,
+    /// Seconds since the session was last marked as used.
+    pub since_seen: f64,
+}
+
+/// Creates a session; returns the cookie token (shown once) and the session.
+pub fn create(
+    c: &mut impl GenericClient,
+    user_id: i64,
+    mfa_pending: bool,
+    lifetime: Duration,
+) -> Result<(String, Session), postgres::Error> {
+    let token = new_token();
+    let secs = lifetime.as_secs_f64();
+    let row = c.query_one(
+        "INSERT INTO sessions (token_hash, user_id, mfa_pending, expires_at)
+         VALUES ($1, $2, $3, now() + make_interval(secs => $4)) RETURNING id",
+        &[&token_hash(&token), &user_id, &mfa_pending, &secs],
+    )?;
+    let session = Session {
+        id: row.get(0),
+        user_id,
+        mfa_pending,
+        failed_codes: 0,
+        remaining: secs,
+        since_seen: 0.0,
+    };
+    Ok((token, session))
+}
+
+/// The live session of a cookie token. Pending sessions have only their absolute end.
+pub fn find_valid(
+    c: &mut impl GenericClient,
+    token: &str,
+    idle: Duration,
+) -> Result<Option<Session>, postgres::Error> {
+    let row = c.query_opt(
+        "SELECT id, user_id, mfa_pending, failed_codes,
+                extract(epoch FROM least(expires_at,
+                    CASE WHEN mfa_pending THEN expires_at
+                         ELSE last_seen_at + make_interval(secs => $2) END) - now())::float8,
+                extract(epoch FROM now() - last_seen_at)::float8
+           FROM sessions
+          WHERE token_hash = $1 AND expires_at > now()
+            AND (mfa_pending OR last_seen_at > now() - make_interval(secs => $2))",
+        &[&token_hash(token), &idle.as_secs_f64()],
+    )?;
+    Ok(row.map(|r| Session {
+        id: r.get(0),
+        user_id: r.get(1),
+        mfa_pending: r.get(2),
+        failed_codes: r.get(3),
+        remaining: r.get(4),
+        since_seen: r.get(5),
+    }))
+}
+
+/// Marks the session as used now.
+pub fn touch(c: &mut impl GenericClient, id: i64) -> Result<(), postgres::Error> {
+    c.execute(
+        "UPDATE sessions SET last_seen_at = now() WHERE id = $1",
+        &[&id],
+    )?;
+    Ok(())
+}
+
+/// Seconds until a session ends unless used again; `None` once it is gone or expired.
+pub fn remaining(
+    c: &mut impl GenericClient,
+    id: i64,
+    idle: Duration,
+) -> Result<Option<f64>, postgres::Error> {
+    let row = c.query_opt(
+        "SELECT extract(epoch FROM least(expires_at, last_seen_at + make_interval(secs => $2)) - now())::float8
+           FROM sessions WHERE id = $1",
+        &[&id, &idle.as_secs_f64()],
+    )?;
+    Ok(row.map(|r| r.get::<_, f64>(0)).filter(|s| *s > 0.0))
+}
+
+pub fn delete(c: &mut impl GenericClient, id: i64) -> Result<(), postgres::Error> {
+    c.execute("DELETE FROM sessions WHERE id = $1", &[&id])?;
+    Ok(())
+}
+
+/// Ends every session of a user except `keep`.
+pub fn delete_for_user(
+    c: &mut impl GenericClient,
+    user_id: i64,
+    keep: Option<i64>,
+) -> Result<u64, postgres::Error> {
+    c.execute(
+        "DELETE FROM sessions WHERE user_id = $1 AND id IS DISTINCT FROM $2",
+        &[&user_id, &keep],
+    )
+}
+
+/// Deletes expired sessions (their streams end through the delete trigger).
+pub fn purge_expired(c: &mut impl GenericClient, idle: Duration) -> Result<u64, postgres::Error> {
+    c.execute(
+        "DELETE FROM sessions WHERE expires_at <= now()
+            OR (NOT mfa_pending AND last_seen_at <= now() - make_interval(secs => $1))",
+        &[&idle.as_secs_f64()],
+    )
+}

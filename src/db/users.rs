@@ -1,0 +1,104 @@
+//! Table `users`: accounts and the User resource of the spec.
+
+use postgres::{GenericClient, Row};
+use serde_json::{json, Value};
+
+use crate::http::json::Email;
+
+#[derive(Debug, Clone)]
+pub struct User {
+    pub id: i64,
+    pub email: String,
+    pub name: String,
+    pub locale: String,
+    pub email_verified: bool,
+    pub mfa_enabled: bool,
+    pub password_hash: Option<String>,
+    pub created: String,
+}
+
+const COLUMNS: &str = "id, email, name, locale, email_verified, totp_secret IS NOT NULL, \
+     password_hash, to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')";
+
+impl User {
+    fn from_row(row: &Row) -> User {
+        User {
+            id: row.get(0),
+            email: row.get(1),
+            name: row.get(2),
+            locale: row.get(3),
+            email_verified: row.get(4),
+            mfa_enabled: row.get(5),
+            password_hash: row.get(6),
+            created: row.get(7),
+        }
+    }
+
+    /// The spec's User resource.
+    pub fn to_json(&self) -> Value {
+        json!({
+            "id": self.id,
+            "email": self.email,
+            "name": self.name,
+            "locale": self.locale,
+            "email_verified": self.email_verified,
+            "mfa_enabled": self.mfa_enabled,
+            "has_password": self.password_hash.is_some(),
+            "created": self.created,
+        })
+    }
+}
+
+pub fn find(c: &mut impl GenericClient, id: i64) -> Result<Option<User>, postgres::Error> {
+    let sql = format!("SELECT {COLUMNS} FROM users WHERE id = $1");
+    Ok(c.query_opt(&sql, &[&id])?.as_ref().map(User::from_row))
+}
+
+pub fn find_by_email(
+    c: &mut impl GenericClient,
+    email: &Email,
+) -> Result<Option<User>, postgres::Error> {
+    let sql = format!("SELECT {COLUMNS} FROM users WHERE email = $1");
+    Ok(c.query_opt(&sql, &[&email.as_str()])?
+        .as_ref()
+        .map(User::from_row))
+}
+
+/// Inserts a user; `None` when the address has an account already.
+pub fn insert(
+    c: &mut impl GenericClient,
+    email: &Email,
+    name: &str,
+    password_hash: Option<&str>,
+    email_verified: bool,
+) -> Result<Option<User>, postgres::Error> {
+    let sql = format!(
+        "INSERT INTO users (email, name, password_hash, email_verified) VALUES ($1, $2, $3, $4)
+         ON CONFLICT (email) DO NOTHING RETURNING {COLUMNS}"
+    );
+    let row = c.query_opt(
+        &sql,
+        &[&email.as_str(), &name, &password_hash, &email_verified],
+    )?;
+    Ok(row.as_ref().map(User::from_row))
+}
+
+pub fn set_password(
+    c: &mut impl GenericClient,
+    id: i64,
+    hash: &str,
+) -> Result<(), postgres::Error> {
+    c.execute(
+        "UPDATE users SET password_hash = $2, updated_at = now() WHERE id = $1",
+        &[&id, &hash],
+    )?;
+    Ok(())
+}
+
+pub fn mark_verified(c: &mut impl GenericClient, id: i64) -> Result<(), postgres::Error> {
+    c.execute(
+        "UPDATE users SET email_verified = true, updated_at = now() WHERE id = $1 AND NOT email_verified",
+        &[&id],
+    )?;
+    Ok(())
+}

@@ -1,0 +1,98 @@
+//! consoled: account sessions and a change stream for a cloud console, as a synchronous,
+//! thread-per-connection server on tiny_http and PostgreSQL.
+#![forbid(unsafe_code)]
+
+pub mod app;
+pub mod auth;
+pub mod cli;
+pub mod config;
+pub mod crypto;
+pub mod db;
+pub mod error;
+pub mod events;
+pub mod hashing;
+pub mod http;
+pub mod maintenance;
+pub mod metrics;
+pub mod ops;
+pub mod router;
+pub mod server;
+
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use app::App;
+use config::Config;
+
+/// A running service: HTTP server plus background threads.
+pub struct Service {
+    pub app: Arc<App>,
+    pub server: server::Server,
+    background: Vec<thread::JoinHandle<()>>,
+}
+
+impl Service {
+    pub fn addr(&self) -> std::net::SocketAddr {
+        self.server.addr
+    }
+
+    /// Graceful stop: no new requests, in-flight ones finish, streams end, threads exit.
+    pub fn shutdown(self, grace: Duration) {
+        let deadline = Instant::now() + grace;
+        self.server.shutdown(grace);
+        for t in self.background {
+            while !t.is_finished() && Instant::now() < deadline {
+                thread::sleep(Duration::from_millis(10));
+            }
+        }
+    }
+}
+
+/// Applies migrations, waiting up to `wait` for the database to accept connections.
+pub fn migrate(config: &Config, wait: Duration) -> Result<Vec<i32>, String> {
+    let deadline = Instant::now() + wait;
+    loop {
+        match db::connect(config, "consoled-migrate") {
+            Ok(mut client) => {
+                return db::migrate::run(&mut client).map_err(|e| format!("migration failed: {e}"));
+            }
+            Err(e) if Instant::now() >= deadline => return Err(e),
+            Err(e) => {
+                log::warn!("{e}; retrying");
+                thread::sleep(Duration::from_secs(1));
+            }
+        }
+    }
+}
+
+/// Migrates, builds the application and starts serving on `config.listen`.
+pub fn serve(config: Config) -> Result<Service, String> {
+    let listener = server::bind(config.listen)
+        .map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;
+    serve_on(config, listener)
+}
+
+/// Like `serve`, on a listener the caller bound (tests bind port 0).
+pub fn serve_on(config: Config, listener: std::net::TcpListener) -> Result<Service, String> {
+    migrate(&config, Duration::from_secs(30))?;
+    let pool = db::pool(&config)?;
+    let origins = config.origins().to_vec();
+    let app = Arc::new(App {
+        hasher: hashing::Hasher::start(config.hash_threads, config.hash_queue),
+        metrics: Arc::new(metrics::Metrics::default()),
+        hub: Arc::new(events::Hub::new()),
+        pool,
+        origins,
+        stopping: Arc::new(AtomicBool::new(false)),
+        config,
+    });
+    let background = vec![maintenance::start(app.clone())];
+    let server = server::Server::start(app.clone(), listener).map_err(|e| e.to_string())?;
+    Ok(Service {
+        app,
+        server,
+        background,
+    })
+}

@@ -1,0 +1,207 @@
+//! Process metrics in the Prometheus text format (`GET /metrics`).
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// Upper bounds (seconds) of the latency histogram buckets.
+const BUCKETS: [f64; 12] = [
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
+];
+
+#[derive(Default)]
+struct Histogram {
+    counts: [u64; BUCKETS.len()],
+    sum: f64,
+    total: u64,
+}
+
+#[derive(Default)]
+pub struct Metrics {
+    requests: Mutex<BTreeMap<(&'static str, u16), u64>>,
+    latency: Mutex<BTreeMap<&'static str, Histogram>>,
+    pub panics: AtomicU64,
+    pub streams_open: AtomicU64,
+    pub streams_total: AtomicU64,
+    pub changes_received: AtomicU64,
+    pub changes_dropped: AtomicU64,
+    pub listener_reconnects: AtomicU64,
+    pub mails_sent: AtomicU64,
+    pub mail_failures: AtomicU64,
+    pub connections_refused: AtomicU64,
+}
+
+/// Gauges read at scrape time from their owners.
+pub struct Gauges {
+    pub hash_queue_depth: usize,
+    pub pool_connections: u32,
+    pub pool_idle: u32,
+    pub pool_max: u32,
+}
+
+impl Metrics {
+    pub fn observe(&self, route: &'static str, status: u16, elapsed: Duration) {
+        *self
+            .requests
+            .lock()
+            .unwrap()
+            .entry((route, status))
+            .or_default() += 1;
+        let secs = elapsed.as_secs_f64();
+        let mut latency = self.latency.lock().unwrap();
+        let h = latency.entry(route).or_default();
+        for (i, bound) in BUCKETS.iter().enumerate() {
+            if secs <= *bound {
+                h.counts[i] += 1;
+            }
+        }
+        h.sum += secs;
+        h.total += 1;
+    }
+
+    pub fn render(&self, g: &Gauges) -> String {
+        let mut out = String::new();
+        out.push_str("# HELP consoled_requests_total HTTP requests by route and status.\n");
+        out.push_str("# TYPE consoled_requests_total counter\n");
+        for ((route, status), n) in self.requests.lock().unwrap().iter() {
+            let _ = writeln!(
+                out,
+                "consoled_requests_total{{route=\"{route}\",status=\"{status}\"}} {n}"
+            );
+        }
+        out.push_str("# HELP consoled_request_duration_seconds Request latency by route.\n");
+        out.push_str("# TYPE consoled_request_duration_seconds histogram\n");
+        for (route, h) in self.latency.lock().unwrap().iter() {
+            for (i, bound) in BUCKETS.iter().enumerate() {
+                let _ = writeln!(
+                    out,
+                    "consoled_request_duration_seconds_bucket{{route=\"{route}\",le=\"{bound}\"}} {}",
+                    h.counts[i]
+                );
+            }
+            let _ = writeln!(
+                out,
+                "consoled_request_duration_seconds_bucket{{route=\"{route}\",le=\"+Inf\"}} {}",
+                h.total
+            );
+            let _ = writeln!(
+                out,
+                "consoled_request_duration_seconds_sum{{route=\"{route}\"}} {}",
+                h.sum
+            );
+            let _ = writeln!(
+                out,
+                "consoled_request_duration_seconds_count{{route=\"{route}\"}} {}",
+                h.total
+            );
+        }
+        let counters = [
+            (
+                "consoled_handler_panics_total",
+                "Handler panics turned into 500.",
+                &self.panics,
+            ),
+            (
+                "consoled_streams_total",
+                "Event streams opened.",
+                &self.streams_total,
+            ),
+            (
+                "consoled_changes_received_total",
+                "Change notifications received from PostgreSQL.",
+                &self.changes_received,
+            ),
+            (
+                "consoled_changes_dropped_total",
+                "Changes dropped on full stream queues (resync sent).",
+                &self.changes_dropped,
+            ),
+            (
+                "consoled_listener_reconnects_total",
+                "Reconnections of the change listener.",
+                &self.listener_reconnects,
+            ),
+            (
+                "consoled_mails_sent_total",
+                "Mails delivered.",
+                &self.mails_sent,
+            ),
+            (
+                "consoled_mail_failures_total",
+                "Failed mail delivery attempts.",
+                &self.mail_failures,
+            ),
+            (
+                "consoled_connections_refused_total",
+                "Connections refused at the connection cap.",
+                &self.connections_refused,
+            ),
+        ];
+        for (name, help, value) in counters {
+            let _ = writeln!(
+                out,
+                "# HELP {name} {help}\n# TYPE {name} counter\n{name} {}",
+                value.load(Ordering::Relaxed)
+            );
+        }
+        let gauges = [
+            (
+                "consoled_streams_open",
+                "Open event streams.",
+                self.streams_open.load(Ordering::Relaxed),
+            ),
+            (
+                "consoled_hash_queue_depth",
+                "Password hashes waiting for a hash thread.",
+                g.hash_queue_depth as u64,
+            ),
+            (
+                "consoled_db_pool_connections",
+                "Open pooled database connections.",
+                g.pool_connections as u64,
+            ),
+            (
+                "consoled_db_pool_idle",
+                "Idle pooled database connections.",
+                g.pool_idle as u64,
+            ),
+            (
+                "consoled_db_pool_max",
+                "Pool size limit.",
+                g.pool_max as u64,
+            ),
+        ];
+        for (name, help, value) in gauges {
+            let _ = writeln!(
+                out,
+                "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {value}"
+            );
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_counts_and_histogram() {
+        let m = Metrics::default();
+        m.observe("login", 200, Duration::from_millis(3));
+        m.observe("login", 401, Duration::from_millis(30));
+        let text = m.render(&Gauges {
+            hash_queue_depth: 2,
+            pool_connections: 3,
+            pool_idle: 1,
+            pool_max: 16,
+        });
+        assert!(text.contains("consoled_requests_total{route=\"login\",status=\"200\"} 1"));
+        assert!(text
+            .contains("consoled_request_duration_seconds_bucket{route=\"login\",le=\"0.005\"} 1"));
+        assert!(text.contains("consoled_request_duration_seconds_count{route=\"login\"} 2"));
+        assert!(text.contains("consoled_hash_queue_depth 2"));
+    }
+}

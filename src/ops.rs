@@ -1,0 +1,30 @@
+//! Operator endpoints: `/healthz` (process up), `/readyz` (database reachable), `/metrics`.
+
+use crate::app::{App, Reply};
+use crate::db;
+use crate::error::{ApiError, ApiResult};
+use crate::http::{Request, Response};
+use crate::metrics::Gauges;
+
+pub fn healthz(_app: &App, _req: &Request) -> ApiResult<Reply> {
+    Ok(Response::text(200, "text/plain; charset=utf-8", "ok\n").into())
+}
+
+pub fn readyz(app: &App, _req: &Request) -> ApiResult<Reply> {
+    let mut c = db::conn(&app.pool)?;
+    c.simple_query("SELECT 1")
+        .map_err(|e| ApiError::unavailable(format!("readyz: {e}")))?;
+    Ok(Response::text(200, "text/plain; charset=utf-8", "ready\n").into())
+}
+
+pub fn metrics(app: &App, _req: &Request) -> ApiResult<Reply> {
+    let state = app.pool.state();
+    let gauges = Gauges {
+        hash_queue_depth: app.hasher.queue_depth(),
+        pool_connections: state.connections,
+        pool_idle: state.idle_connections,
+        pool_max: app.pool.max_size(),
+    };
+    let text = app.metrics.render(&gauges);
+    Ok(Response::text(200, "text/plain; version=0.0.4; charset=utf-8", text).into())
+}

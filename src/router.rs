@@ -1,0 +1,160 @@
+//! Routing: one table of (method, path pattern, handler), and the one dispatch function that
+//! applies the cross-cutting rules in order: 404/405, CSRF and media type for POSTs under /auth,
+//! then the handler. A `*` in a pattern matches one path segment.
+
+use crate::app::{App, Reply};
+use crate::auth;
+use crate::error::{ApiError, ApiResult, Code};
+use crate::http::{csrf, Method, Request, Response};
+use crate::ops;
+
+pub type Handler = fn(&App, &Request) -> ApiResult<Reply>;
+
+pub struct Route {
+    pub method: Method,
+    pub pattern: &'static str,
+    /// Label for metrics and logs (never the raw path, which may carry tokens).
+    pub name: &'static str,
+    pub handler: Handler,
+}
+
+const fn route(
+    method: Method,
+    pattern: &'static str,
+    name: &'static str,
+    handler: Handler,
+) -> Route {
+    Route {
+        method,
+        pattern,
+        name,
+        handler,
+    }
+}
+
+use Method::{Get, Post};
+
+pub static ROUTES: &[Route] = &[
+    route(Get, "/auth/csrf", "csrf", auth::csrf::get),
+    route(Get, "/auth/providers", "providers", auth::oauth::providers),
+    route(Post, "/auth/signup", "signup", auth::signup::post),
+    route(Post, "/auth/login", "login", auth::login::post),
+    route(Post, "/auth/logout", "logout", auth::login::logout),
+    route(Get, "/auth/session", "session", auth::login::get),
+    route(Get, "/healthz", "healthz", ops::healthz),
+    route(Get, "/readyz", "readyz", ops::readyz),
+    route(Get, "/metrics", "metrics", ops::metrics),
+];
+
+/// Test hook (CONSOLED_TEST_PANIC_ROUTE): proves that a panicking handler becomes a 500.
+static PANIC_ROUTE: Route = route(Get, "/__panic", "panic", |_, _| panic!("panic route"));
+
+pub fn matches(pattern: &str, path: &str) -> bool {
+    let mut p = pattern.split('/');
+    let mut s = path.split('/');
+    loop {
+        match (p.next(), s.next()) {
+            (None, None) => return true,
+            (Some("*"), Some(seg)) if !seg.is_empty() => {}
+            (Some(a), Some(b)) if a == b => {}
+            _ => return false,
+        }
+    }
+}
+
+/// The route for a request, or the error that answers it (404, or 405 with `Allow`).
+pub fn find<'a>(app: &App, req: &Request) -> Result<&'a Route, ApiError> {
+    if app.config.panic_route && req.path == PANIC_ROUTE.pattern {
+        return Ok(&PANIC_ROUTE);
+    }
+    let candidates: Vec<&Route> = ROUTES
+        .iter()
+        .filter(|r| matches(r.pattern, &req.path))
+        .collect();
+    if candidates.is_empty() {
+        return Err(ApiError::new(Code::NotFound));
+    }
+    candidates
+        .iter()
+        .find(|r| r.method == req.method)
+        .copied()
+        .ok_or_else(|| {
+            let allow: Vec<&str> = candidates.iter().map(|r| method_name(r.method)).collect();
+            ApiError::method_not_allowed(&allow)
+        })
+}
+
+pub fn method_name(m: Method) -> &'static str {
+    match m {
+        Method::Get => "GET",
+        Method::Head => "HEAD",
+        Method::Post => "POST",
+        Method::Put => "PUT",
+        Method::Patch => "PATCH",
+        Method::Delete => "DELETE",
+        Method::Options => "OPTIONS",
+        Method::Other => "OTHER",
+    }
+}
+
+/// Runs a request through the rules and its handler. Returns the route name for metrics.
+pub fn dispatch(app: &App, req: &Request) -> (&'static str, ApiResult<Reply>) {
+    let route = match find(app, req) {
+        Ok(r) => r,
+        Err(e) => return ("unmatched", Err(e)),
+    };
+    (
+        route.name,
+        guard(app, req).and_then(|()| (route.handler)(app, req)),
+    )
+}
+
+/// Rules every POST under /auth obeys before its handler runs.
+fn guard(app: &App, req: &Request) -> ApiResult<()> {
+    if req.method == Method::Post && req.path.starts_with("/auth/") {
+        csrf::check(req, &app.origins)?;
+        req.require_json()?;
+    }
+    Ok(())
+}
+
+/// Adds the headers every response carries.
+pub fn finish(req_path: &str, mut response: Response) -> Response {
+    if req_path.starts_with("/auth/") || req_path == "/auth" {
+        response
+            .headers
+            .push(("Cache-Control".into(), "no-store".into()));
+    }
+    response
+        .headers
+        .push(("X-Content-Type-Options".into(), "nosniff".into()));
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn patterns() {
+        assert!(matches("/auth/csrf", "/auth/csrf"));
+        assert!(!matches("/auth/csrf", "/auth/csrf/"));
+        assert!(!matches("/auth/csrf", "/auth"));
+        assert!(matches("/auth/oauth/*/start", "/auth/oauth/google/start"));
+        assert!(!matches("/auth/oauth/*/start", "/auth/oauth//start"));
+        assert!(!matches("/auth/oauth/*/start", "/auth/oauth/a/b/start"));
+    }
+
+    #[test]
+    fn routes_are_unique() {
+        for (i, a) in ROUTES.iter().enumerate() {
+            for b in &ROUTES[i + 1..] {
+                assert!(
+                    !(a.method == b.method && a.pattern == b.pattern),
+                    "{}",
+                    a.pattern
+                );
+            }
+        }
+    }
+}

@@ -1,0 +1,476 @@
+//! Test harness: a real server on an ephemeral port against the private PostgreSQL of
+//! `make test` (DATABASE_URL), and a small raw HTTP/1.1 client with a cookie jar.
+#![allow(dead_code)]
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use consoled::config::Config;
+use serde_json::{json, Value};
+
+pub fn database_url() -> String {
+    std::env::var("DATABASE_URL")
+        .expect("DATABASE_URL must point at a PostgreSQL database (make test sets it)")
+}
+
+pub fn db() -> postgres::Client {
+    postgres::Client::connect(&database_url(), postgres::NoTls)
+        .expect("connect to the test database")
+}
+
+static SEQ: AtomicU32 = AtomicU32::new(1);
+
+/// A value unique to this test process run: for emails and client addresses.
+pub fn unique() -> String {
+    let n = SEQ.fetch_add(1, Ordering::SeqCst);
+    format!(
+        "{}-{}-{}",
+        std::process::id(),
+        n,
+        consoled::crypto::b64url(&consoled::crypto::random_bytes::<4>()).to_lowercase()
+    )
+}
+
+pub fn unique_email() -> String {
+    format!("user-{}@example.com", unique())
+}
+
+/// A distinct client IP per call, sent as X-Forwarded-For (the test server trusts 127.0.0.1),
+/// so per-IP limits of one test do not touch another.
+pub fn unique_ip() -> String {
+    let n = SEQ.fetch_add(1, Ordering::SeqCst) ^ (std::process::id() << 12);
+    format!("10.{}.{}.{}", (n >> 16) & 255, (n >> 8) & 255, n & 255)
+}
+
+pub struct TestServer {
+    pub service: Option<consoled::Service>,
+    pub addr: SocketAddr,
+    pub mail_dir: tempdir::TempDir,
+}
+
+pub mod tempdir {
+    /// A directory removed on drop.
+    pub struct TempDir(pub std::path::PathBuf);
+    impl TempDir {
+        pub fn new() -> TempDir {
+            let p = std::env::temp_dir().join(format!("consoled-test-{}", super::unique()));
+            std::fs::create_dir_all(&p).unwrap();
+            TempDir(p)
+        }
+    }
+    impl Drop for TempDir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+}
+
+impl TestServer {
+    pub fn start() -> TestServer {
+        TestServer::with(&[])
+    }
+
+    /// Starts a server with extra environment variables (overriding the test defaults).
+    pub fn with(extra: &[(&str, &str)]) -> TestServer {
+        let mail_dir = tempdir::TempDir::new();
+        let config = test_config(&mail_dir.0, extra);
+        let listener = consoled::server::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        let service = consoled::serve_on(config, listener).expect("start server");
+        let addr = service.addr();
+        TestServer {
+            service: Some(service),
+            addr,
+            mail_dir,
+        }
+    }
+
+    pub fn client(&self) -> Client {
+        Client::new(self.addr)
+    }
+
+    pub fn app(&self) -> &consoled::app::App {
+        &self.service.as_ref().unwrap().app
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        if let Some(s) = self.service.take() {
+            s.shutdown(Duration::from_secs(5));
+        }
+    }
+}
+
+pub fn test_config(mail_dir: &std::path::Path, extra: &[(&str, &str)]) -> Config {
+    let mut vars: HashMap<String, String> = HashMap::new();
+    vars.insert("DATABASE_URL".into(), database_url());
+    vars.insert("CONSOLED_LISTEN".into(), "127.0.0.1:0".into());
+    vars.insert("CONSOLED_COOKIE_SECURE".into(), "false".into());
+    vars.insert("CONSOLED_TRUSTED_PROXIES".into(), "127.0.0.1".into());
+    vars.insert("CONSOLED_MAIL_DIR".into(), mail_dir.display().to_string());
+    vars.insert("CONSOLED_DB_POOL".into(), "4".into());
+    vars.insert("CONSOLED_WORKERS".into(), "8".into());
+    vars.insert("CONSOLED_HASH_THREADS".into(), "1".into());
+    for (k, v) in extra {
+        vars.insert(k.to_string(), v.to_string());
+    }
+    Config::from_vars(vars).expect("test config")
+}
+
+#[derive(Debug, Clone)]
+pub struct Response {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl Response {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
+    pub fn headers_named(&self, name: &str) -> Vec<&str> {
+        self.headers
+            .iter()
+            .filter(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+            .collect()
+    }
+
+    pub fn json(&self) -> Value {
+        serde_json::from_slice(&self.body).unwrap_or_else(|e| {
+            panic!(
+                "body is not JSON ({e}): {:?}",
+                String::from_utf8_lossy(&self.body)
+            )
+        })
+    }
+
+    /// The error code of a JSON error body.
+    pub fn code(&self) -> String {
+        self.json()["error"]["code"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    }
+
+    /// The `Set-Cookie` header for `name`.
+    pub fn set_cookie(&self, name: &str) -> Option<&str> {
+        self.headers_named("set-cookie")
+            .into_iter()
+            .find(|c| c.starts_with(&format!("{name}=")))
+    }
+
+    #[track_caller]
+    pub fn expect(&self, status: u16) -> &Response {
+        assert_eq!(
+            self.status,
+            status,
+            "unexpected status; body: {}",
+            String::from_utf8_lossy(&self.body)
+        );
+        self
+    }
+
+    #[track_caller]
+    pub fn expect_error(&self, status: u16, code: &str) -> &Response {
+        self.expect(status);
+        assert_eq!(
+            self.code(),
+            code,
+            "body: {}",
+            String::from_utf8_lossy(&self.body)
+        );
+        assert!(!self.json()["error"]["message"]
+            .as_str()
+            .unwrap_or("")
+            .is_empty());
+        self
+    }
+}
+
+/// A raw HTTP/1.1 client, one connection per request, with a cookie jar.
+pub struct Client {
+    pub addr: SocketAddr,
+    pub cookies: HashMap<String, String>,
+    pub ip: String,
+    pub extra_headers: Vec<(String, String)>,
+}
+
+impl Client {
+    pub fn new(addr: SocketAddr) -> Client {
+        Client {
+            addr,
+            cookies: HashMap::new(),
+            ip: unique_ip(),
+            extra_headers: Vec::new(),
+        }
+    }
+
+    fn cookie_header(&self) -> Option<String> {
+        if self.cookies.is_empty() {
+            return None;
+        }
+        Some(
+            self.cookies
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect::<Vec<_>>()
+                .join("; "),
+        )
+    }
+
+    /// Sends a request with the jar's cookies; stores cookies the response sets.
+    pub fn send(
+        &mut self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: &[u8],
+    ) -> Response {
+        let mut all: Vec<(String, String)> = vec![("X-Forwarded-For".into(), self.ip.clone())];
+        all.extend(self.extra_headers.iter().cloned());
+        if let Some(c) = self.cookie_header() {
+            all.push(("Cookie".into(), c));
+        }
+        all.extend(headers.iter().map(|(n, v)| (n.to_string(), v.to_string())));
+        let response = raw_request(self.addr, method, path, &all, body);
+        for c in response.headers_named("set-cookie") {
+            let pair = c.split(';').next().unwrap_or("");
+            if let Some((k, v)) = pair.split_once('=') {
+                if v.is_empty() || c.contains("Max-Age=0") {
+                    self.cookies.remove(k);
+                } else {
+                    self.cookies.insert(k.to_string(), v.to_string());
+                }
+            }
+        }
+        response
+    }
+
+    pub fn get(&mut self, path: &str) -> Response {
+        self.send("GET", path, &[], b"")
+    }
+
+    /// Makes sure the jar has a CSRF cookie.
+    pub fn csrf(&mut self) -> String {
+        if !self.cookies.contains_key("svc_csrf") {
+            self.get("/auth/csrf").expect(204);
+        }
+        self.cookies["svc_csrf"].clone()
+    }
+
+    /// POST with JSON body and a valid CSRF header.
+    pub fn post(&mut self, path: &str, body: &Value) -> Response {
+        let token = self.csrf();
+        let body = serde_json::to_vec(body).unwrap();
+        self.send(
+            "POST",
+            path,
+            &[
+                ("Content-Type", "application/json"),
+                ("X-CSRF-Token", &token),
+            ],
+            &body,
+        )
+    }
+
+    /// POST without a body (logout, resend), with CSRF.
+    pub fn post_empty(&mut self, path: &str) -> Response {
+        let token = self.csrf();
+        self.send("POST", path, &[("X-CSRF-Token", &token)], b"")
+    }
+
+    /// Signs up a fresh account; returns its email and the Auth state.
+    pub fn signup(&mut self) -> (String, Value) {
+        let email = unique_email();
+        let r = self.post(
+            "/auth/signup",
+            &json!({"email": email, "password": PASSWORD, "name": "Test User"}),
+        );
+        r.expect(201);
+        (email, r.json())
+    }
+
+    pub fn login(&mut self, email: &str, password: &str) -> Response {
+        self.post(
+            "/auth/login",
+            &json!({"email": email, "password": password}),
+        )
+    }
+}
+
+pub const PASSWORD: &str = "correct horse battery";
+
+/// One request on a fresh connection; reads the whole response.
+pub fn raw_request(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(String, String)],
+    body: &[u8],
+) -> Response {
+    let mut stream = TcpStream::connect(addr).expect("connect");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let mut head = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
+    for (n, v) in headers {
+        head.push_str(&format!("{n}: {v}\r\n"));
+    }
+    if !body.is_empty() || method == "POST" {
+        head.push_str(&format!("Content-Length: {}\r\n", body.len()));
+    }
+    head.push_str("\r\n");
+    stream.write_all(head.as_bytes()).unwrap();
+    stream.write_all(body).unwrap();
+    read_response(&mut BufReader::new(stream))
+}
+
+pub fn read_head(reader: &mut impl BufRead) -> (u16, Vec<(String, String)>) {
+    let mut line = String::new();
+    reader.read_line(&mut line).expect("status line");
+    let status: u16 = line
+        .split_whitespace()
+        .nth(1)
+        .unwrap_or_else(|| panic!("bad status line {line:?}"))
+        .parse()
+        .unwrap();
+    let mut headers = Vec::new();
+    loop {
+        let mut l = String::new();
+        reader.read_line(&mut l).unwrap();
+        let l = l.trim_end();
+        if l.is_empty() {
+            break;
+        }
+        let (n, v) = l.split_once(':').unwrap();
+        headers.push((n.trim().to_string(), v.trim().to_string()));
+    }
+    (status, headers)
+}
+
+pub fn read_response(reader: &mut impl BufRead) -> Response {
+    let (status, headers) = read_head(reader);
+    let get = |name: &str| {
+        headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.clone())
+    };
+    let mut body = Vec::new();
+    if let Some(len) = get("content-length") {
+        body.resize(len.parse().unwrap(), 0);
+        reader.read_exact(&mut body).unwrap();
+    } else if get("transfer-encoding").is_some_and(|t| t.eq_ignore_ascii_case("chunked")) {
+        loop {
+            let mut size = String::new();
+            reader.read_line(&mut size).unwrap();
+            let n = usize::from_str_radix(size.trim(), 16).unwrap();
+            let mut chunk = vec![0; n + 2];
+            reader.read_exact(&mut chunk).unwrap();
+            if n == 0 {
+                break;
+            }
+            body.extend_from_slice(&chunk[..n]);
+        }
+    } else {
+        reader.read_to_end(&mut body).unwrap();
+    }
+    Response {
+        status,
+        headers,
+        body,
+    }
+}
+
+/// A TCP proxy in front of PostgreSQL that a test can cut (every connection dropped, new ones
+/// refused) and restore: a database outage without stopping the shared test cluster.
+pub struct DbProxy {
+    pub port: u16,
+    state: std::sync::Arc<std::sync::Mutex<ProxyState>>,
+}
+
+#[derive(Default)]
+struct ProxyState {
+    up: bool,
+    conns: Vec<TcpStream>,
+}
+
+impl DbProxy {
+    pub fn start() -> DbProxy {
+        let target = db_target();
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let state = std::sync::Arc::new(std::sync::Mutex::new(ProxyState {
+            up: true,
+            conns: Vec::new(),
+        }));
+        let st = state.clone();
+        std::thread::spawn(move || {
+            for client in listener.incoming() {
+                let Ok(client) = client else { continue };
+                if !st.lock().unwrap().up {
+                    drop(client);
+                    continue;
+                }
+                let Ok(server) = TcpStream::connect(&target) else {
+                    continue;
+                };
+                {
+                    let mut s = st.lock().unwrap();
+                    s.conns.push(client.try_clone().unwrap());
+                    s.conns.push(server.try_clone().unwrap());
+                }
+                pipe(client.try_clone().unwrap(), server.try_clone().unwrap());
+                pipe(server, client);
+            }
+        });
+        DbProxy { port, state }
+    }
+
+    /// DATABASE_URL through the proxy.
+    pub fn url(&self) -> String {
+        let url = database_url();
+        let target = db_target();
+        url.replacen(&target, &format!("127.0.0.1:{}", self.port), 1)
+    }
+
+    pub fn cut(&self) {
+        let mut s = self.state.lock().unwrap();
+        s.up = false;
+        for c in s.conns.drain(..) {
+            let _ = c.shutdown(std::net::Shutdown::Both);
+        }
+    }
+
+    pub fn restore(&self) {
+        self.state.lock().unwrap().up = true;
+    }
+}
+
+fn pipe(mut from: TcpStream, mut to: TcpStream) {
+    std::thread::spawn(move || {
+        let _ = std::io::copy(&mut from, &mut to);
+        let _ = to.shutdown(std::net::Shutdown::Both);
+    });
+}
+
+/// host:port of DATABASE_URL (the test cluster listens on TCP).
+fn db_target() -> String {
+    let url = database_url();
+    let after = url.split("://").nth(1).unwrap();
+    let authority = after.split('/').next().unwrap();
+    let hostport = authority.rsplit('@').next().unwrap();
+    if hostport.contains(':') {
+        hostport.to_string()
+    } else {
+        format!("{hostport}:5432")
+    }
+}
