@@ -5,6 +5,7 @@
 use crate::app::{App, Reply};
 use crate::auth;
 use crate::error::{ApiError, ApiResult, Code};
+use crate::events;
 use crate::http::{csrf, Method, Request, Response};
 use crate::ops;
 
@@ -41,6 +42,7 @@ pub static ROUTES: &[Route] = &[
     route(Post, "/auth/login", "login", auth::login::post),
     route(Post, "/auth/logout", "logout", auth::login::logout),
     route(Get, "/auth/session", "session", auth::login::get),
+    route(Get, "/v1/events", "events", events::get),
     route(Get, "/healthz", "healthz", ops::healthz),
     route(Get, "/readyz", "readyz", ops::readyz),
     route(Get, "/metrics", "metrics", ops::metrics),

@@ -1,5 +1,6 @@
 //! The database: connection settings, the r2d2 pool, migrations, and one module per table.
 
+pub mod leases;
 pub mod migrate;
 pub mod orgs;
 pub mod outbox;
@@ -7,6 +8,7 @@ pub mod rate;
 pub mod sessions;
 pub mod tokens;
 pub mod users;
+pub mod visibility;
 
 use std::time::Duration;
 
