@@ -379,14 +379,13 @@ fn ping_is_sent_after_each_quiet_interval() {
     let server = TestServer::with(&[("CONSOLED_PING_SECONDS", "0.3")]);
     let a = account(&server);
     let mut s = a.open(&server);
-    let start = Instant::now();
+    let mut last = Instant::now();
     for n in 1..=3 {
         assert_eq!(s.next(T), Ev::Ping);
-        let at = start.elapsed().as_secs_f64();
-        assert!(
-            at > 0.3 * n as f64 - 0.1 && at < 0.3 * n as f64 + 0.25,
-            "ping {n} at {at}"
-        );
+        let gap = last.elapsed().as_secs_f64();
+        // Generous upper bound: the machine is shared; the default would be 20 s.
+        assert!(gap > 0.2 && gap < 0.8, "ping {n} after {gap} s");
+        last = Instant::now();
     }
 }
 
