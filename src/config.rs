@@ -59,6 +59,10 @@ pub struct Config {
     pub db_pool_size: u32,
     pub db_timeout: Duration,
     pub max_streams: usize,
+    /// Open client connections allowed at once; more are closed at once.
+    pub max_connections: usize,
+    /// Read time-out of client sockets: idle keep-alive connections and stalled heads end after it.
+    pub read_timeout: Duration,
     pub demo: bool,
     /// Test hook: `GET /__panic` panics inside a handler, to prove the worker survives.
     pub panic_route: bool,
@@ -171,6 +175,10 @@ impl Config {
             db_pool_size: env.parse("CONSOLED_DB_POOL", 16)?,
             db_timeout: secs(env.parse("CONSOLED_DB_TIMEOUT_SECONDS", 3)?),
             max_streams: env.parse("CONSOLED_MAX_STREAMS_PER_PRINCIPAL", 10)?,
+            max_connections: env.parse("CONSOLED_MAX_CONNECTIONS", 4096)?,
+            read_timeout: Duration::from_secs_f64(
+                env.parse("CONSOLED_READ_TIMEOUT_SECONDS", 10.0)?,
+            ),
             demo: env.bool("CONSOLED_DEMO", false)?,
             panic_route: env.bool("CONSOLED_TEST_PANIC_ROUTE", false)?,
         };
@@ -184,6 +192,7 @@ impl Config {
             ("CONSOLED_HASH_THREADS", self.hash_threads),
             ("CONSOLED_STREAM_QUEUE", self.stream_queue),
             ("CONSOLED_DB_POOL", self.db_pool_size as usize),
+            ("CONSOLED_MAX_CONNECTIONS", self.max_connections),
         ];
         for (name, value) in positive {
             if value == 0 {
