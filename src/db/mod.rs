@@ -4,8 +4,10 @@ pub mod migrate;
 pub mod orgs;
 pub mod outbox;
 pub mod rate;
+pub mod recovery_codes;
 pub mod sessions;
 pub mod tokens;
+pub mod totp;
 pub mod users;
 
 use std::time::Duration;
