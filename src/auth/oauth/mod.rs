@@ -160,55 +160,66 @@ fn enabled<'a>(app: &'a App, req: &Request) -> ApiResult<(Provider, &'a Provider
 /// `GET /auth/oauth/{provider}/start`: 302 to the provider's authorization page.
 pub fn start(app: &App, req: &Request) -> ApiResult<Reply> {
     let (provider, config) = enabled(app, req)?;
-    let state = new_token();
     let binding = new_token();
-    let verifier = new_token();
     let nonce = (provider == Provider::Google).then(new_token);
-    {
-        let mut c = db::conn(&app.pool)?;
-        let mut tx = c.transaction()?;
-        let ip = req.client_ip(&app.config.trusted_proxies);
-        let bucket = format!(
-            "oauth_start:{}",
-            ip.map_or("unknown".into(), |ip| ip.to_string())
-        );
-        if let Some(wait) = rate::take(&mut tx, &bucket, STARTS_PER_IP, START_WINDOW)? {
-            return Err(ApiError::rate_limited(wait));
-        }
-        oauth_states::purge_expired(&mut tx)?;
-        let record = NewState {
-            state: &state,
-            binding: &binding,
-            provider: provider.name(),
-            pkce_verifier: &verifier,
-            nonce: nonce.as_deref(),
-            lifetime: STATE_LIFETIME,
-        };
-        oauth_states::insert(&mut tx, &record)?;
-        tx.commit()?;
+    let attempt = NewState {
+        state: &new_token(),
+        binding: &binding,
+        provider: provider.name(),
+        pkce_verifier: &new_token(),
+        nonce: nonce.as_deref(),
+        lifetime: STATE_LIFETIME,
+    };
+    store_attempt(app, req, &attempt)?;
+    let location = authorization_url(app, provider, config, &attempt);
+    let cookie = state_cookie(app, &binding, STATE_LIFETIME.as_secs());
+    Ok(Response::redirect(&location)
+        .header("Set-Cookie", cookie)
+        .into())
+}
+
+/// Counts the start against the client's limit, drops abandoned attempts, stores this one.
+fn store_attempt(app: &App, req: &Request, attempt: &NewState) -> ApiResult<()> {
+    let mut c = db::conn(&app.pool)?;
+    let mut tx = c.transaction()?;
+    let ip = req.client_ip(&app.config.trusted_proxies);
+    let bucket = format!(
+        "oauth_start:{}",
+        ip.map_or("unknown".into(), |ip| ip.to_string())
+    );
+    if let Some(wait) = rate::take(&mut tx, &bucket, STARTS_PER_IP, START_WINDOW)? {
+        return Err(ApiError::rate_limited(wait));
     }
+    oauth_states::purge_expired(&mut tx)?;
+    oauth_states::insert(&mut tx, attempt)?;
+    tx.commit()?;
+    Ok(())
+}
+
+fn authorization_url(
+    app: &App,
+    provider: Provider,
+    config: &ProviderConfig,
+    attempt: &NewState,
+) -> String {
     let mut params = vec![
         ("client_id", config.client_id.clone()),
         ("redirect_uri", redirect_uri(app, provider)),
         ("response_type", "code".into()),
         ("scope", provider.scope().into()),
-        ("state", state),
-        ("code_challenge", pkce_challenge(&verifier)),
+        ("state", attempt.state.to_string()),
+        ("code_challenge", pkce_challenge(attempt.pkce_verifier)),
         ("code_challenge_method", "S256".into()),
     ];
-    if let Some(nonce) = nonce {
-        params.push(("nonce", nonce));
+    if let Some(nonce) = attempt.nonce {
+        params.push(("nonce", nonce.to_string()));
     }
     let separator = if config.auth_url.contains('?') {
         '&'
     } else {
         '?'
     };
-    let location = format!("{}{separator}{}", config.auth_url, query_string(&params));
-    let cookie = state_cookie(app, &binding, STATE_LIFETIME.as_secs());
-    Ok(Response::redirect(&location)
-        .header("Set-Cookie", cookie)
-        .into())
+    format!("{}{separator}{}", config.auth_url, query_string(&params))
 }
 
 /// `GET /auth/oauth/{provider}/callback`: 302 to the console, signed in or refused.
