@@ -37,6 +37,18 @@ use Method::{Get, Post};
 pub static ROUTES: &[Route] = &[
     route(Get, "/auth/csrf", "csrf", auth::csrf::get),
     route(Get, "/auth/providers", "providers", auth::oauth::providers),
+    route(
+        Get,
+        "/auth/oauth/*/start",
+        "oauth_start",
+        auth::oauth::start,
+    ),
+    route(
+        Get,
+        "/auth/oauth/*/callback",
+        "oauth_callback",
+        auth::oauth::callback,
+    ),
     route(Post, "/auth/signup", "signup", auth::signup::post),
     route(Post, "/auth/login", "login", auth::login::post),
     route(Post, "/auth/logout", "logout", auth::login::logout),

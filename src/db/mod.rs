@@ -1,6 +1,8 @@
 //! The database: connection settings, the r2d2 pool, migrations, and one module per table.
 
+pub mod identities;
 pub mod migrate;
+pub mod oauth_states;
 pub mod orgs;
 pub mod outbox;
 pub mod rate;
