@@ -20,7 +20,7 @@ run: build
 # Everything: formatting, lints, unit and integration tests against a real PostgreSQL.
 test: lint
 	@url="$${DATABASE_URL:-$$(scripts/pg.sh start test $(TEST_PG_PORT))}"; \
-	DATABASE_URL="$$url" $(CARGO) test --locked --all-targets -- --test-threads=$${TEST_THREADS:-8}
+	DATABASE_URL="$$url" $(CARGO) test --locked --lib --bins --tests -- --test-threads=$${TEST_THREADS:-8}
 
 lint:
 	$(CARGO) fmt --check
@@ -34,7 +34,7 @@ db-down:
 
 bench:
 	@url="$${DATABASE_URL:-$$(scripts/pg.sh start test $(TEST_PG_PORT))}"; \
-	$(CARGO) build --release --locked --benches && DATABASE_URL="$$url" benches/run.sh
+	$(CARGO) build --release --locked --bins --benches && DATABASE_URL="$$url" benches/run.sh
 
 clean: db-down
 	rm -rf .pg target mail

@@ -43,6 +43,10 @@ ensure_postgres() {
     fi
 }
 
+port_busy() {
+    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
+}
+
 # Runs a command as the cluster's owner: ourselves, or `postgres` when we are root.
 as_owner() {
     if [ "$(id -u)" -eq 0 ]; then
@@ -63,7 +67,9 @@ start)
         d="$base"; while [ "$d" != "/" ]; do chmod o+x "$d" 2>/dev/null || true; d=$(dirname "$d"); done
     fi
     if [ ! -f "$data/PG_VERSION" ]; then
-        log "creating cluster $data"
+        # Another checkout's cluster may hold the usual port: take the next free one.
+        while port_busy "$port"; do port=$((port + 1)); done
+        log "creating cluster $data on port $port"
         as_owner "$bin/initdb" -D "$data" -U postgres --auth=trust -E UTF8 --no-locale >/dev/null
         cat >>"$data/postgresql.conf" <<CONF
 listen_addresses = '127.0.0.1'
@@ -77,6 +83,7 @@ full_page_writes = off
 log_min_messages = warning
 CONF
     fi
+    port=$(sed -n 's/^port = \([0-9]*\)$/\1/p' "$data/postgresql.conf" | tail -n 1)
     if ! as_owner "$bin/pg_ctl" -D "$data" status >/dev/null 2>&1; then
         as_owner "$bin/pg_ctl" -D "$data" -l "$base/server.log" -w -t 60 -o "-p $port" start >/dev/null
     fi

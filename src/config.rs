@@ -44,6 +44,8 @@ pub struct Config {
     pub mail_dir: PathBuf,
     pub github: Option<ProviderConfig>,
     pub google: Option<ProviderConfig>,
+    /// Limit for each call to an identity provider (connect, send, answer).
+    pub oauth_timeout: Duration,
     pub ping_interval: Duration,
     pub stream_queue: usize,
     pub session_idle: Duration,
@@ -59,6 +61,10 @@ pub struct Config {
     pub db_pool_size: u32,
     pub db_timeout: Duration,
     pub max_streams: usize,
+    /// Open client connections allowed at once; more are closed at once.
+    pub max_connections: usize,
+    /// Read time-out of client sockets: idle keep-alive connections and stalled heads end after it.
+    pub read_timeout: Duration,
     pub demo: bool,
     /// Test hook: `GET /__panic` panics inside a handler, to prove the worker survives.
     pub panic_route: bool,
@@ -77,6 +83,7 @@ impl fmt::Debug for Config {
             .field("mail_dir", &self.mail_dir)
             .field("github", &self.github)
             .field("google", &self.google)
+            .field("oauth_timeout", &self.oauth_timeout)
             .field("ping_interval", &self.ping_interval)
             .field("stream_queue", &self.stream_queue)
             .field("session_idle", &self.session_idle)
@@ -159,6 +166,7 @@ impl Config {
                 .into(),
             github: provider(&env, "GITHUB", GITHUB_DEFAULTS),
             google: provider(&env, "GOOGLE", GOOGLE_DEFAULTS),
+            oauth_timeout: oauth_timeout(&env)?,
             ping_interval: Duration::from_secs_f64(env.parse("CONSOLED_PING_SECONDS", 20.0)?),
             stream_queue: env.parse("CONSOLED_STREAM_QUEUE", 256)?,
             session_idle: secs(env.parse("CONSOLED_SESSION_IDLE_SECONDS", 12 * 3600)?),
@@ -171,6 +179,10 @@ impl Config {
             db_pool_size: env.parse("CONSOLED_DB_POOL", 16)?,
             db_timeout: secs(env.parse("CONSOLED_DB_TIMEOUT_SECONDS", 3)?),
             max_streams: env.parse("CONSOLED_MAX_STREAMS_PER_PRINCIPAL", 10)?,
+            max_connections: env.parse("CONSOLED_MAX_CONNECTIONS", 4096)?,
+            read_timeout: Duration::from_secs_f64(
+                env.parse("CONSOLED_READ_TIMEOUT_SECONDS", 10.0)?,
+            ),
             demo: env.bool("CONSOLED_DEMO", false)?,
             panic_route: env.bool("CONSOLED_TEST_PANIC_ROUTE", false)?,
         };
@@ -184,6 +196,7 @@ impl Config {
             ("CONSOLED_HASH_THREADS", self.hash_threads),
             ("CONSOLED_STREAM_QUEUE", self.stream_queue),
             ("CONSOLED_DB_POOL", self.db_pool_size as usize),
+            ("CONSOLED_MAX_CONNECTIONS", self.max_connections),
         ];
         for (name, value) in positive {
             if value == 0 {
@@ -211,6 +224,17 @@ pub fn origin_of(url: &str) -> String {
         .find('/')
         .map_or(url.len(), |i| after_scheme + i);
     url[..end].to_ascii_lowercase()
+}
+
+/// Checked before the conversion: `Duration::from_secs_f64` panics on negative or infinite input.
+fn oauth_timeout(env: &Env) -> Result<Duration, ConfigError> {
+    let secs: f64 = env.parse("CONSOLED_OAUTH_TIMEOUT_SECONDS", 5.0)?;
+    if !(0.01..=300.0).contains(&secs) {
+        return Err(ConfigError(
+            "CONSOLED_OAUTH_TIMEOUT_SECONDS must be between 0.01 and 300".into(),
+        ));
+    }
+    Ok(Duration::from_secs_f64(secs))
 }
 
 fn secs(n: u64) -> Duration {

@@ -1,22 +1,32 @@
 //! The HTTP server: a tiny_http listener, a fixed pool of request workers, and one dedicated
 //! thread per event stream.
 //!
-//! tiny_http reads request heads on its own connection threads and queues complete requests;
-//! our workers take them, turn them into `http::Request`, dispatch, and respond. A handler that
-//! returns `Reply::Stream` gets the raw connection writer: the worker writes the response head
-//! and hands the writer to a new stream thread, then goes back to the queue.
+//! We run the accept loop ourselves (tiny_http_fork exposes `accept_connection`), give every
+//! connection a thread of our own that parses request heads with tiny_http and queues complete
+//! requests, and a fixed pool of workers takes them, turns them into `http::Request`, dispatches
+//! and responds. A handler that returns `Reply::Stream` gets the raw connection writer: the worker
+//! writes the response head and hands the writer to a new stream thread, then goes back to the
+//! queue.
 //!
-//! Defences against tiny_http 0.12's known defects live here (see README "Hardening").
+//! Defences against tiny_http's known defects live here (see README "Hardening"):
+//! - socket timeouts: SO_RCVTIMEO/SO_SNDTIMEO set on the listener are inherited by every accepted
+//!   socket, so an idle keep-alive connection or a stalled head is cut after `read_timeout`; our
+//!   own accept loop treats the listener's resulting accept time-outs as ticks, not errors;
+//! - one thread per connection spawned by us (no task-pool race), at most `max_connections`;
+//!   past that a connection is closed at once and counted;
+//! - a body declared larger than 64 KiB is answered 413 on a short-lived thread of its own, as
+//!   tiny_http drains unread bodies inside `respond`, which must not tie up a worker.
 
 use std::collections::HashMap;
 use std::io::{self, Read, Write};
-use std::net::{SocketAddr, TcpListener};
+use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
+use crossbeam_channel::{bounded, Receiver, RecvTimeoutError, Sender};
 use socket2::{Domain, Socket, Type};
 
 use crate::app::{App, Reply};
@@ -31,14 +41,16 @@ const STREAM_STACK: usize = 128 * 1024;
 /// A running server; stops on `shutdown` or drop.
 pub struct Server {
     pub addr: SocketAddr,
-    http: Arc<tiny_http::Server>,
     workers: Vec<JoinHandle<()>>,
     shared: Arc<Shared>,
 }
 
-/// State shared by workers and stream threads.
+/// State shared by the accept loop, connection threads, workers and stream threads.
 struct Shared {
     app: Arc<App>,
+    requests: Receiver<tiny_http::Request>,
+    /// Open client connections (each has one connection thread).
+    connections: AtomicUsize,
     /// Open streams by peer address (one connection each), to detect requests pipelined behind
     /// a stream: those end the stream and are answered after it (tiny_http answers requests of
     /// one connection in order, so answering first would block a worker for the stream's life).
@@ -58,12 +70,18 @@ fn may_stream(rq: &tiny_http::Request) -> bool {
     rq.url().split('?').next() == Some("/v1/events")
 }
 
+/// Listening socket with the options its accepted sockets inherit.
 pub fn bind(addr: SocketAddr) -> io::Result<TcpListener> {
+    bind_with(addr, Duration::from_secs(10))
+}
+
+pub fn bind_with(addr: SocketAddr, read_timeout: Duration) -> io::Result<TcpListener> {
     let socket = Socket::new(Domain::for_address(addr), Type::STREAM, None)?;
     socket.set_reuse_address(true)?;
-    // Inherited by accepted sockets on Linux: a client that stops reading cannot hold a writer
-    // (a worker or a stream thread) longer than this.
+    // Inherited by accepted sockets on Linux. Write: a client that stops reading cannot hold a
+    // writer longer than this. Read: idle keep-alive and stalled heads end after this.
     socket.set_write_timeout(Some(Duration::from_secs(10)))?;
+    socket.set_read_timeout(Some(read_timeout))?;
     socket.bind(&addr.into())?;
     socket.listen(1024)?;
     Ok(socket.into())
@@ -72,29 +90,37 @@ pub fn bind(addr: SocketAddr) -> io::Result<TcpListener> {
 impl Server {
     pub fn start(app: Arc<App>, listener: TcpListener) -> io::Result<Server> {
         let addr = listener.local_addr()?;
-        let http = tiny_http::Server::from_listener(listener, None)
-            .map_err(|e| io::Error::other(e.to_string()))?;
-        let http = Arc::new(http);
+        let (tx, rx) = bounded::<tiny_http::Request>(app.config.workers * 4);
         let shared = Arc::new(Shared {
             app: app.clone(),
+            requests: rx,
+            connections: AtomicUsize::new(0),
             streams: Mutex::new(HashMap::new()),
             stream_threads: Mutex::new(Vec::new()),
         });
+        let accept_shared = shared.clone();
+        thread::Builder::new()
+            .name("accept".into())
+            .spawn(move || accept_loop(listener.into(), tx, &accept_shared))?;
         let workers = (0..app.config.workers)
             .map(|i| {
-                let (http, shared) = (http.clone(), shared.clone());
+                let shared = shared.clone();
                 thread::Builder::new()
                     .name(format!("worker-{i}"))
-                    .spawn(move || worker_loop(&http, &shared))
+                    .spawn(move || worker_loop(&shared))
             })
             .collect::<io::Result<Vec<_>>>()?;
         log::info!("listening on http://{addr} with {} workers", workers.len());
         Ok(Server {
             addr,
-            http,
             workers,
             shared,
         })
+    }
+
+    /// Open client connections.
+    pub fn connections(&self) -> usize {
+        self.shared.connections.load(Ordering::Relaxed)
     }
 
     /// Stops taking requests, lets workers finish the request in hand, ends open streams, and
@@ -105,9 +131,8 @@ impl Server {
 
     fn stop(&mut self, grace: Duration) {
         self.shared.app.stopping.store(true, Ordering::SeqCst);
-        for _ in 0..self.workers.len() {
-            self.http.unblock();
-        }
+        // Wake the accept loop so that it sees `stopping` and closes the listener.
+        let _ = TcpStream::connect_timeout(&self.addr, Duration::from_millis(200));
         let deadline = Instant::now() + grace;
         for w in self.workers.drain(..) {
             join_until(w, deadline);
@@ -138,6 +163,68 @@ impl Drop for Server {
     }
 }
 
+/// Stack of a connection thread: tiny_http's head parser needs little.
+const CONNECTION_STACK: usize = 256 * 1024;
+
+fn accept_loop(
+    listener: tiny_http::Listener,
+    queue: Sender<tiny_http::Request>,
+    shared: &Arc<Shared>,
+) {
+    let ssl = tiny_http::SslContextWrap::build_ssl_capabilities(None).expect("no TLS configured");
+    let max = shared.app.config.max_connections;
+    while !shared.app.stopping.load(Ordering::SeqCst) {
+        let client = match tiny_http::Server::accept_connection(&listener, &ssl) {
+            Ok(Some(client)) => client,
+            Ok(None) => continue,
+            // The listener's read timeout makes accept() time out: a tick, not an error.
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ) =>
+            {
+                continue
+            }
+            Err(e) => {
+                // EMFILE and friends: back off instead of spinning or giving up.
+                log::warn!("accept: {e}");
+                thread::sleep(Duration::from_millis(50));
+                continue;
+            }
+        };
+        if shared.connections.load(Ordering::SeqCst) >= max {
+            shared
+                .app
+                .metrics
+                .connections_refused
+                .fetch_add(1, Ordering::Relaxed);
+            drop(client);
+            continue;
+        }
+        shared.connections.fetch_add(1, Ordering::SeqCst);
+        let (queue, shared2) = (queue.clone(), shared.clone());
+        let spawned = thread::Builder::new()
+            .name("conn".into())
+            .stack_size(CONNECTION_STACK)
+            .spawn(move || {
+                // Malformed heads (bad framing, CR/LF in a header) end the iteration after
+                // tiny_http has answered them with 400.
+                for request in client.flatten() {
+                    if queue.send(request).is_err() {
+                        break;
+                    }
+                }
+                shared2.connections.fetch_sub(1, Ordering::SeqCst);
+            });
+        if let Err(e) = spawned {
+            log::error!("cannot start a connection thread: {e}");
+            shared.connections.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+    log::debug!("accept loop stopped");
+}
+
 fn join_until(handle: JoinHandle<()>, deadline: Instant) {
     while !handle.is_finished() && Instant::now() < deadline {
         thread::sleep(Duration::from_millis(10));
@@ -147,54 +234,47 @@ fn join_until(handle: JoinHandle<()>, deadline: Instant) {
     }
 }
 
-fn worker_loop(http: &tiny_http::Server, shared: &Arc<Shared>) {
+fn worker_loop(shared: &Arc<Shared>) {
     while !shared.app.stopping.load(Ordering::SeqCst) {
-        match http.recv_timeout(Duration::from_millis(250)) {
-            Ok(Some(rq)) => {
-                if !hold_if_pipelined(shared, rq) {
-                    continue;
-                }
-            }
-            Ok(None) => continue,
-            Err(e) => {
-                log::error!("server stopped accepting: {e}");
-                return;
-            }
+        match shared.requests.recv_timeout(Duration::from_millis(250)) {
+            Ok(rq) => take(shared, rq),
+            Err(RecvTimeoutError::Timeout) => continue,
+            Err(RecvTimeoutError::Disconnected) => return,
         }
     }
 }
 
-/// Parks a request that arrived on a connection whose stream is open, and ends that stream.
-/// Returns true when the request was parked.
-fn hold_if_pipelined(shared: &Arc<Shared>, rq: tiny_http::Request) -> bool {
-    let peer = rq.remote_addr().copied();
-    let rq = match peer {
-        Some(peer) => {
-            let mut streams = shared.streams.lock().unwrap();
-            match streams.get_mut(&peer) {
-                Some(entry) => {
-                    if let Some(ender) = &entry.ender {
-                        ender.end();
-                    }
-                    entry.held.push(rq);
-                    return true;
-                }
-                None => {
-                    if may_stream(&rq) {
-                        let entry = StreamEntry {
-                            ender: None,
-                            held: Vec::new(),
-                        };
-                        streams.insert(peer, entry);
-                    }
-                    rq
-                }
+/// Handles a request, unless it arrived on a connection whose stream is open: then it is parked
+/// and the stream is asked to end, so that it can be answered in order.
+fn take(shared: &Arc<Shared>, rq: tiny_http::Request) {
+    if let Some(peer) = rq.remote_addr().copied() {
+        let mut streams = shared.streams.lock().unwrap();
+        if let Some(entry) = streams.get_mut(&peer) {
+            if let Some(ender) = &entry.ender {
+                ender.end();
             }
+            entry.held.push(rq);
+            return;
         }
-        None => rq,
-    };
+        if may_stream(&rq) {
+            let entry = StreamEntry {
+                ender: None,
+                held: Vec::new(),
+            };
+            streams.insert(peer, entry);
+        }
+    }
+    if rq.body_length().is_some_and(|n| n > MAX_BODY) {
+        // tiny_http drains the unread body inside `respond`: not on a worker.
+        let path = rq.url().split('?').next().unwrap_or("").to_string();
+        let e = ApiError::new(Code::PayloadTooLarge);
+        let _ = thread::Builder::new()
+            .name("drain".into())
+            .stack_size(CONNECTION_STACK)
+            .spawn(move || respond(rq, router::finish(&path, Response::from_error(&e))));
+        return;
+    }
     handle(shared, rq);
-    true
 }
 
 fn handle(shared: &Arc<Shared>, mut rq: tiny_http::Request) {
@@ -256,22 +336,40 @@ fn log_error(route: &str, e: &ApiError) {
     }
 }
 
+/// Longest request target or header value we accept (431 past it).
+const MAX_HEADER_VALUE: usize = 8 * 1024;
+
+const HEADERS: [&str; 11] = [
+    "host",
+    "cookie",
+    "authorization",
+    "content-type",
+    "origin",
+    "sec-fetch-site",
+    "x-csrf-token",
+    "x-forwarded-for",
+    "accept",
+    "user-agent",
+    "last-event-id",
+];
+
 /// Converts a tiny_http request into ours, reading at most `MAX_BODY` bytes of body.
 fn read_request(rq: &mut tiny_http::Request) -> Result<Request, ApiError> {
+    if rq.url().len() > MAX_HEADER_VALUE {
+        return Err(ApiError::new(Code::HeaderTooLarge).message("The request target is too long."));
+    }
     let mut req = Request::new(Method::parse(rq.method().as_str()), rq.url());
     req.peer = rq.remote_addr().copied();
-    req.headers = rq
-        .headers()
+    // tiny_http_fork looks headers up by name only; these are all we ever read.
+    req.headers = HEADERS
         .iter()
-        .map(|h| {
-            (
-                h.field.as_str().as_str().to_ascii_lowercase(),
-                h.value.as_str().to_string(),
-            )
+        .filter_map(|name| {
+            let value = rq.headers().get(name)?;
+            Some((name.to_string(), value.as_ref().as_str().to_string()))
         })
         .collect();
-    if rq.body_length().is_some_and(|n| n > MAX_BODY) {
-        return Err(ApiError::new(Code::PayloadTooLarge));
+    if req.headers.iter().any(|(_, v)| v.len() > MAX_HEADER_VALUE) {
+        return Err(ApiError::new(Code::HeaderTooLarge));
     }
     let mut body = Vec::new();
     rq.as_reader()
@@ -290,7 +388,7 @@ fn respond(rq: tiny_http::Request, response: Response) {
     for (name, value) in &response.headers {
         match tiny_http::Header::from_bytes(name.as_bytes(), value.as_bytes()) {
             Ok(h) => out.add_header(h),
-            Err(()) => log::error!("dropped an invalid response header {name}"),
+            Err(_) => log::error!("dropped an invalid response header {name}"),
         }
     }
     if let Err(e) = rq.respond(out) {

@@ -4,6 +4,7 @@
 
 pub mod csrf;
 pub mod login;
+pub mod mfa;
 pub mod oauth;
 pub mod signup;
 
@@ -100,15 +101,24 @@ pub fn start_session(
     user_id: i64,
     pending: bool,
 ) -> ApiResult<Response> {
+    let cookie = create_session_cookie(app, c, user_id, pending)?;
+    let body = auth_state(c, user_id, pending)?;
+    Ok(Response::json(status, &body).header("Set-Cookie", cookie))
+}
+
+/// Creates a session (full, or pending its second factor) inside `c` and returns the
+/// `Set-Cookie` value that carries it; for responses other than Auth state (the OAuth redirect).
+pub fn create_session_cookie(
+    app: &App,
+    c: &mut impl GenericClient,
+    user_id: i64,
+    pending: bool,
+) -> ApiResult<String> {
     let lifetime = if pending {
         app.config.mfa_pending
     } else {
         app.config.session_max
     };
     let (token, _) = sessions::create(c, user_id, pending, lifetime)?;
-    let body = auth_state(c, user_id, pending)?;
-    Ok(Response::json(status, &body).header(
-        "Set-Cookie",
-        session_cookie(app, &token, lifetime.as_secs()),
-    ))
+    Ok(session_cookie(app, &token, lifetime.as_secs()))
 }

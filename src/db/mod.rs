@@ -1,12 +1,16 @@
 //! The database: connection settings, the r2d2 pool, migrations, and one module per table.
 
+pub mod identities;
 pub mod leases;
 pub mod migrate;
+pub mod oauth_states;
 pub mod orgs;
 pub mod outbox;
 pub mod rate;
+pub mod recovery_codes;
 pub mod sessions;
 pub mod tokens;
+pub mod totp;
 pub mod users;
 pub mod visibility;
 

@@ -100,6 +100,25 @@ pub fn delete(c: &mut impl GenericClient, id: i64) -> Result<(), postgres::Error
     Ok(())
 }
 
+/// Locks a live pending session for a second-factor attempt, so that attempts on one session run
+/// one at a time; false when it is gone, expired or already complete.
+pub fn lock_pending(c: &mut impl GenericClient, id: i64) -> Result<bool, postgres::Error> {
+    let row = c.query_opt(
+        "SELECT 1 FROM sessions WHERE id = $1 AND mfa_pending AND expires_at > now() FOR UPDATE",
+        &[&id],
+    )?;
+    Ok(row.is_some())
+}
+
+/// Counts a wrong second-factor code on a session; returns the new count.
+pub fn add_failed_code(c: &mut impl GenericClient, id: i64) -> Result<i32, postgres::Error> {
+    let row = c.query_one(
+        "UPDATE sessions SET failed_codes = failed_codes + 1 WHERE id = $1 RETURNING failed_codes",
+        &[&id],
+    )?;
+    Ok(row.get(0))
+}
+
 /// Ends every session of a user except `keep`.
 pub fn delete_for_user(
     c: &mut impl GenericClient,

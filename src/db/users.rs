@@ -102,3 +102,13 @@ pub fn mark_verified(c: &mut impl GenericClient, id: i64) -> Result<(), postgres
     )?;
     Ok(())
 }
+
+/// Removes the password: the account can then be entered only through its linked identity
+/// provider or a password reset.
+pub fn clear_password(c: &mut impl GenericClient, id: i64) -> Result<(), postgres::Error> {
+    c.execute(
+        "UPDATE users SET password_hash = NULL, updated_at = now() WHERE id = $1",
+        &[&id],
+    )?;
+    Ok(())
+}

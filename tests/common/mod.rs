@@ -2,6 +2,7 @@
 //! `make test` (DATABASE_URL), and a small raw HTTP/1.1 client with a cookie jar.
 #![allow(dead_code)]
 
+pub mod fake_idp;
 pub mod sse;
 
 use std::collections::HashMap;
@@ -79,7 +80,9 @@ impl TestServer {
     pub fn with(extra: &[(&str, &str)]) -> TestServer {
         let mail_dir = tempdir::TempDir::new();
         let config = test_config(&mail_dir.0, extra);
-        let listener = consoled::server::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        let listener =
+            consoled::server::bind_with("127.0.0.1:0".parse().unwrap(), config.read_timeout)
+                .unwrap();
         let service = consoled::serve_on(config, listener).expect("start server");
         let addr = service.addr();
         TestServer {

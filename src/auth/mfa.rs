@@ -1,0 +1,372 @@
+//! The second factor (DECISIONS.md §4): `POST /auth/mfa/totp`, which completes a pending session,
+//! and the enrolment additions `setup`, `enable`, `disable` and `recovery-codes`.
+//!
+//! Every accepted code is consumed inside the transaction that acts on it: a TOTP code by raising
+//! `users.totp_last_step`, a recovery code by setting its `used_at`. Both are conditional UPDATEs,
+//! so of two concurrent submissions of one code exactly one wins. Wrong codes count per pending
+//! session (5 revoke it) and per user across sessions and endpoints (20 an hour, then 429).
+
+use std::time::Duration;
+
+use postgres::{GenericClient, Transaction};
+use serde_json::{json, Value};
+
+use crate::app::{App, Reply};
+use crate::crypto;
+use crate::db::sessions::{self, Session};
+use crate::db::{self, outbox, rate, recovery_codes, totp, users};
+use crate::error::{ApiError, ApiResult, Code};
+use crate::http::json::Fields;
+use crate::http::{percent_encode, Request, Response};
+
+/// Issuer shown by authenticator apps, and the label prefix of the otpauth URI.
+const ISSUER: &str = "consoled";
+const RECOVERY_CODES: usize = 10;
+/// Recovery codes are 10 random bytes: 16 base32 characters, shown in groups of 4. 80 bits keep
+/// the unsalted SHA-256 we store out of reach of an offline search.
+const RECOVERY_CODE_CHARS: usize = 16;
+const WRONG_CODES_PER_SESSION: i32 = 5;
+const WRONG_CODES_PER_USER: i64 = 20;
+const WRONG_CODES_WINDOW: Duration = Duration::from_secs(60 * 60);
+
+/// A submitted code, told apart by its shape.
+#[derive(Debug, PartialEq, Eq)]
+enum Factor {
+    /// Six ASCII digits.
+    Totp(String),
+    /// A recovery code, normalised: lower case, no separators.
+    Recovery(String),
+}
+
+impl Factor {
+    /// Spaces and hyphens are ignored (apps show `123 456`, recovery codes are grouped) and
+    /// recovery codes are case-insensitive. Any other shape is 400 `invalid_input`.
+    fn parse(raw: &str) -> ApiResult<Factor> {
+        let malformed = || ApiError::invalid("code", "6 digits or a recovery code");
+        if raw.len() > 64 {
+            return Err(malformed());
+        }
+        let compact: String = raw
+            .chars()
+            .filter(|c| !matches!(c, ' ' | '-'))
+            .collect::<String>()
+            .to_ascii_lowercase();
+        if compact.len() == 6 && compact.bytes().all(|b| b.is_ascii_digit()) {
+            Ok(Factor::Totp(compact))
+        } else if compact.len() == RECOVERY_CODE_CHARS
+            && compact
+                .bytes()
+                .all(|b| matches!(b, b'a'..=b'z' | b'2'..=b'7'))
+        {
+            Ok(Factor::Recovery(compact))
+        } else {
+            Err(malformed())
+        }
+    }
+
+    fn from_body(req: &Request) -> ApiResult<Factor> {
+        Factor::parse(Fields::parse(&req.body)?.string("code")?)
+    }
+}
+
+/// `POST /auth/mfa/totp`: a valid TOTP or unused recovery code turns the pending session into a
+/// full one under a new token.
+pub fn complete(app: &App, req: &Request) -> ApiResult<Reply> {
+    let session = super::any_session(app, req)?;
+    if !session.mfa_pending {
+        // Chosen: 400. The caller is signed in, so 401 would tell it to sign in again, and
+        // answering 200 without checking the code would hide a client bug.
+        return Err(ApiError::invalid("session", "already fully authenticated"));
+    }
+    let factor = Factor::from_body(req)?;
+    let mut c = db::conn(&app.pool)?;
+    let mut tx = c.transaction()?;
+    check_cap(&mut tx, session.user_id)?;
+    if !sessions::lock_pending(&mut tx, session.id)? {
+        // Completed, revoked or expired by a concurrent request.
+        return Err(ApiError::new(Code::Unauthorized));
+    }
+    let secret = totp::secrets(&mut tx, session.user_id)?.enabled;
+    let ok = match &secret {
+        Some(secret) => consume(&mut tx, session.user_id, secret, &factor)?,
+        None => false,
+    };
+    if !ok {
+        return wrong_code_on_pending(app, tx, &session);
+    }
+    sessions::delete(&mut tx, session.id)?;
+    let response = super::start_session(app, &mut tx, 200, session.user_id, false)?;
+    tx.commit()?;
+    log::info!("mfa complete user_id={}", session.user_id);
+    Ok(response.into())
+}
+
+/// Counts a wrong code on a pending session; the fifth revokes it (still 401 `invalid_code`,
+/// and the browser is told to drop the dead cookie).
+fn wrong_code_on_pending(app: &App, mut tx: Transaction, session: &Session) -> ApiResult<Reply> {
+    rate::record(&mut tx, &cap_bucket(session.user_id))?;
+    let failed = sessions::add_failed_code(&mut tx, session.id)?;
+    let revoked = failed >= WRONG_CODES_PER_SESSION;
+    if revoked {
+        sessions::delete(&mut tx, session.id)?;
+    }
+    tx.commit()?;
+    log::info!(
+        "mfa wrong code user_id={} failed={failed} revoked={revoked}",
+        session.user_id
+    );
+    let e = ApiError::new(Code::InvalidCode);
+    if !revoked {
+        return Err(e);
+    }
+    let e = e.message("The code is not valid. Too many wrong codes: sign in again.");
+    Ok(Response::from_error(&e)
+        .header("Set-Cookie", super::clear_session_cookie(app))
+        .into())
+}
+
+/// `POST /auth/mfa/totp/setup`: offers a new secret; it takes effect when `enable` confirms it.
+pub fn setup(app: &App, req: &Request) -> ApiResult<Reply> {
+    let session = super::require_session(app, req)?;
+    let mut c = db::conn(&app.pool)?;
+    let user = users::find(&mut *c, session.user_id)?
+        .ok_or_else(|| ApiError::internal("session of a deleted user"))?;
+    let secret = crypto::random_bytes::<20>();
+    if !totp::offer(&mut *c, user.id, &secret)? {
+        return Err(already_enabled());
+    }
+    let secret = crypto::base32_encode(&secret);
+    let body = json!({ "otpauth_uri": otpauth_uri(&user.email, &secret), "secret": secret });
+    Ok(Response::json(200, &body).into())
+}
+
+/// The key URI authenticator apps read (Google Authenticator's Key Uri Format).
+fn otpauth_uri(email: &str, secret: &str) -> String {
+    let issuer = percent_encode(ISSUER);
+    format!(
+        "otpauth://totp/{issuer}:{}?secret={secret}&issuer={issuer}&algorithm=SHA1&digits=6&period=30",
+        percent_encode(email)
+    )
+}
+
+/// `POST /auth/mfa/totp/enable {code}`: confirms the offered secret with a current code.
+pub fn enable(app: &App, req: &Request) -> ApiResult<Reply> {
+    let session = super::require_session(app, req)?;
+    let Factor::Totp(code) = Factor::from_body(req)? else {
+        return Err(ApiError::invalid(
+            "code",
+            "6 digits from the authenticator app",
+        ));
+    };
+    let mut c = db::conn(&app.pool)?;
+    let mut tx = c.transaction()?;
+    check_cap(&mut tx, session.user_id)?;
+    let secrets = totp::secrets(&mut tx, session.user_id)?;
+    if secrets.enabled.is_some() {
+        return Err(already_enabled());
+    }
+    let offered = secrets
+        .pending
+        .ok_or_else(|| ApiError::invalid("code", "call /auth/mfa/totp/setup first"))?;
+    let enabled = match crypto::totp_match(&offered, &code, crypto::unix_now()) {
+        Some(step) => totp::enable(&mut tx, session.user_id, &offered, step)?,
+        None => false,
+    };
+    if !enabled {
+        return wrong_code(tx, session.user_id);
+    }
+    let codes = issue_recovery_codes(&mut tx, session.user_id)?;
+    notify_and_end_other_sessions(&mut tx, &session, "mfa_enabled")?;
+    tx.commit()?;
+    log::info!("mfa enabled user_id={}", session.user_id);
+    Ok(Response::json(200, &json!({ "recovery_codes": codes })).into())
+}
+
+/// `POST /auth/mfa/totp/disable {code}` (TOTP or recovery code).
+pub fn disable(app: &App, req: &Request) -> ApiResult<Reply> {
+    let session = super::require_session(app, req)?;
+    let factor = Factor::from_body(req)?;
+    let mut c = db::conn(&app.pool)?;
+    let mut tx = c.transaction()?;
+    check_cap(&mut tx, session.user_id)?;
+    let secret = enabled_secret(&mut tx, session.user_id)?;
+    if !consume(&mut tx, session.user_id, &secret, &factor)? {
+        return wrong_code(tx, session.user_id);
+    }
+    totp::disable(&mut tx, session.user_id)?;
+    recovery_codes::delete_for_user(&mut tx, session.user_id)?;
+    notify_and_end_other_sessions(&mut tx, &session, "mfa_disabled")?;
+    tx.commit()?;
+    log::info!("mfa disabled user_id={}", session.user_id);
+    Ok(Response::empty(204).into())
+}
+
+/// `POST /auth/mfa/recovery-codes {code}` (TOTP or recovery code): new codes, the old ones void.
+pub fn regenerate(app: &App, req: &Request) -> ApiResult<Reply> {
+    let session = super::require_session(app, req)?;
+    let factor = Factor::from_body(req)?;
+    let mut c = db::conn(&app.pool)?;
+    let mut tx = c.transaction()?;
+    check_cap(&mut tx, session.user_id)?;
+    let secret = enabled_secret(&mut tx, session.user_id)?;
+    if !consume(&mut tx, session.user_id, &secret, &factor)? {
+        return wrong_code(tx, session.user_id);
+    }
+    let codes = issue_recovery_codes(&mut tx, session.user_id)?;
+    tx.commit()?;
+    log::info!("mfa recovery codes replaced user_id={}", session.user_id);
+    Ok(Response::json(200, &json!({ "recovery_codes": codes })).into())
+}
+
+/// Checks a code against the enabled secret and consumes it inside `tx`: false when it is wrong,
+/// replayed or used.
+fn consume(
+    tx: &mut impl GenericClient,
+    user_id: i64,
+    secret: &[u8],
+    factor: &Factor,
+) -> Result<bool, postgres::Error> {
+    match factor {
+        Factor::Totp(code) => match crypto::totp_match(secret, code, crypto::unix_now()) {
+            Some(step) => totp::claim_step(tx, user_id, step),
+            None => Ok(false),
+        },
+        Factor::Recovery(code) => recovery_codes::consume(tx, user_id, &crypto::token_hash(code)),
+    }
+}
+
+fn cap_bucket(user_id: i64) -> String {
+    format!("totp:{user_id}")
+}
+
+/// 429 while the user has had 20 wrong codes within the hour, whatever this code is. The bucket
+/// stays locked until the transaction ends, so concurrent attempts cannot overshoot the cap.
+fn check_cap(tx: &mut impl GenericClient, user_id: i64) -> ApiResult<()> {
+    let bucket = cap_bucket(user_id);
+    rate::lock(tx, &bucket)?;
+    match rate::blocked(tx, &bucket, WRONG_CODES_PER_USER, WRONG_CODES_WINDOW)? {
+        Some(wait) => {
+            Err(ApiError::rate_limited(wait).message("Too many wrong codes; try again later."))
+        }
+        None => Ok(()),
+    }
+}
+
+/// A wrong code on an enrolment endpoint: counted toward the user's hourly cap.
+fn wrong_code(mut tx: Transaction, user_id: i64) -> ApiResult<Reply> {
+    rate::record(&mut tx, &cap_bucket(user_id))?;
+    tx.commit()?;
+    log::info!("mfa wrong code user_id={user_id} (enrolment)");
+    Err(ApiError::new(Code::InvalidCode))
+}
+
+fn enabled_secret(tx: &mut impl GenericClient, user_id: i64) -> ApiResult<Vec<u8>> {
+    totp::secrets(tx, user_id)?.enabled.ok_or_else(|| {
+        state_error(
+            "The second factor is not enabled.",
+            json!({ "field": "mfa_enabled", "rule": "must be true" }),
+        )
+    })
+}
+
+/// Chosen: 400 `invalid_input` (the error table has no conflict code for this). Setup while
+/// enabled would let a session replace the secret without proving the old factor.
+fn already_enabled() -> ApiError {
+    state_error(
+        "The second factor is already enabled; disable it first.",
+        json!({ "field": "mfa_enabled", "rule": "must be false" }),
+    )
+}
+
+fn state_error(message: &str, details: Value) -> ApiError {
+    ApiError::new(Code::InvalidInput)
+        .message(message)
+        .with_details(details)
+}
+
+/// Replaces the user's recovery codes with 10 new ones; returns them for showing once.
+fn issue_recovery_codes(tx: &mut impl GenericClient, user_id: i64) -> ApiResult<Vec<String>> {
+    let raw: Vec<String> = (0..RECOVERY_CODES)
+        .map(|_| crypto::base32_encode(&crypto::random_bytes::<10>()).to_ascii_lowercase())
+        .collect();
+    let hashes: Vec<Vec<u8>> = raw.iter().map(|c| crypto::token_hash(c)).collect();
+    recovery_codes::replace(tx, user_id, &hashes)?;
+    Ok(raw.iter().map(|c| group(c)).collect())
+}
+
+/// `abcdefghijklmnop` → `abcd-efgh-ijkl-mnop`, easier to copy by hand.
+fn group(code: &str) -> String {
+    code.as_bytes()
+        .chunks(4)
+        .map(|c| String::from_utf8_lossy(c).into_owned())
+        .collect::<Vec<_>>()
+        .join("-")
+}
+
+/// The notification mail and the end of every other session of the user, in `tx`.
+fn notify_and_end_other_sessions(
+    tx: &mut impl GenericClient,
+    session: &Session,
+    kind: &str,
+) -> ApiResult<()> {
+    let user = users::find(tx, session.user_id)?
+        .ok_or_else(|| ApiError::internal("session of a deleted user"))?;
+    outbox::enqueue(tx, kind, user.id, &user.email)?;
+    sessions::delete_for_user(tx, user.id, Some(session.id))?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn code_shapes() {
+        let totp = |s: &str| Factor::Totp(s.to_string());
+        let recovery = |s: &str| Factor::Recovery(s.to_string());
+        assert_eq!(Factor::parse("123456").unwrap(), totp("123456"));
+        assert_eq!(Factor::parse(" 123 456 ").unwrap(), totp("123456"));
+        assert_eq!(
+            Factor::parse("ABCD-efgh-2345-6777").unwrap(),
+            recovery("abcdefgh23456777")
+        );
+        assert_eq!(
+            Factor::parse("abcdefgh23456777").unwrap(),
+            recovery("abcdefgh23456777")
+        );
+        for bad in [
+            "",
+            "12345",
+            "1234567",
+            "12345a",
+            "١٢٣٤٥٦",
+            "abcd-efgh-2345-677",
+            "abcd-efgh-2345-6771",
+            "abcd-efgh-2345-67770",
+            &"1".repeat(100),
+        ] {
+            let e = Factor::parse(bad).unwrap_err();
+            assert_eq!(e.code, Code::InvalidInput, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn issued_codes_parse_back_to_their_stored_form() {
+        let code = group(&crypto::base32_encode(&[0xAB; 10]).to_ascii_lowercase());
+        assert_eq!(code.len(), 19);
+        assert_eq!(code.matches('-').count(), 3);
+        let Factor::Recovery(compact) = Factor::parse(&code.to_uppercase()).unwrap() else {
+            panic!("not a recovery code: {code}");
+        };
+        assert_eq!(compact, code.replace('-', ""));
+    }
+
+    #[test]
+    fn otpauth_uri_encodes_the_label() {
+        assert_eq!(
+            otpauth_uri("a+b@example.com", "ABC"),
+            "otpauth://totp/consoled:a%2Bb%40example.com?secret=ABC&issuer=consoled\
+             &algorithm=SHA1&digits=6&period=30"
+        );
+    }
+}

@@ -1,0 +1,186 @@
+//! Google (OpenID Connect): the `id_token` of the token answer identifies the person.
+//!
+//! The token comes straight from Google's token endpoint over TLS, so its claims are checked
+//! without verifying the signature (OpenID Connect Core 3.1.3.7, DECISIONS §6): `iss`, `aud`,
+//! `exp` and `nonce`. The identity is `sub`; the address and its verification come from the
+//! claims, or from the userinfo endpoint when the token carries no address.
+
+use serde_json::Value;
+
+use super::client::Exchange;
+use super::{Identity, Refusal};
+use crate::crypto::{b64url_decode, constant_time_eq, unix_now};
+use crate::http::json::Email;
+
+const ISSUERS: [&str; 2] = ["https://accounts.google.com", "accounts.google.com"];
+
+pub fn identity(exchange: &Exchange, nonce: Option<&str>) -> Result<Identity, Refusal> {
+    let tokens = exchange.tokens()?;
+    let id_token = tokens
+        .get("id_token")
+        .and_then(Value::as_str)
+        .ok_or_else(|| Refusal::failed("google: no id_token"))?;
+    let claims = decode_claims(id_token)?;
+    let nonce = nonce.ok_or_else(|| Refusal::failed("google: state without nonce"))?;
+    check_claims(&claims, &exchange.config.client_id, nonce, unix_now())?;
+    let subject = claims["sub"].as_str().unwrap_or_default().to_string();
+    let (email, email_verified) = match claims.get("email").and_then(Value::as_str) {
+        Some(email) => (Some(email.to_string()), is_true(&claims["email_verified"])),
+        None => {
+            let access_token = tokens["access_token"].as_str().unwrap_or_default();
+            userinfo(exchange, access_token, &subject)?
+        }
+    };
+    // An address we could not accept at signup is no address.
+    let email = email.and_then(|e| Email::parse(&e).ok());
+    let name = claims["name"].as_str().unwrap_or_default().to_string();
+    Ok(Identity {
+        subject,
+        email,
+        email_verified,
+        name,
+    })
+}
+
+/// The payload of a compact JWS, not verified (see the module comment).
+fn decode_claims(jwt: &str) -> Result<Value, Refusal> {
+    let parts: Vec<&str> = jwt.split('.').collect();
+    let invalid = || Refusal::failed("google: id_token is not a JWT");
+    if parts.len() != 3 {
+        return Err(invalid());
+    }
+    let payload = b64url_decode(parts[1]).ok_or_else(invalid)?;
+    match serde_json::from_slice(&payload) {
+        Ok(claims @ Value::Object(_)) => Ok(claims),
+        _ => Err(invalid()),
+    }
+}
+
+/// OpenID Connect Core 3.1.3.7 steps 2, 3, 9 and 11 (the ones that apply without keys).
+fn check_claims(claims: &Value, client_id: &str, nonce: &str, now: u64) -> Result<(), Refusal> {
+    let iss = claims["iss"].as_str().unwrap_or_default();
+    if !ISSUERS.contains(&iss) {
+        return Err(Refusal::failed(format!(
+            "google: wrong iss {:?}",
+            super::printable(iss)
+        )));
+    }
+    if !audience_ok(claims, client_id) {
+        return Err(Refusal::failed("google: wrong aud"));
+    }
+    match claims["exp"].as_f64() {
+        Some(exp) if exp > now as f64 => {}
+        _ => return Err(Refusal::failed("google: id_token expired or without exp")),
+    }
+    let token_nonce = claims["nonce"].as_str().unwrap_or_default();
+    if !constant_time_eq(token_nonce.as_bytes(), nonce.as_bytes()) {
+        return Err(Refusal::failed("google: nonce does not match"));
+    }
+    match claims["sub"].as_str() {
+        Some(sub) if !sub.is_empty() && sub.len() <= 255 => Ok(()),
+        _ => Err(Refusal::failed("google: no sub")),
+    }
+}
+
+/// `aud` is our client id, or a list holding it; a list with other audiences must name us as
+/// the authorized party (`azp`).
+fn audience_ok(claims: &Value, client_id: &str) -> bool {
+    match &claims["aud"] {
+        Value::String(aud) => aud == client_id,
+        Value::Array(list) => {
+            let ours = list.iter().any(|a| a.as_str() == Some(client_id));
+            ours && (list.len() == 1 || claims["azp"].as_str() == Some(client_id))
+        }
+        _ => false,
+    }
+}
+
+/// `email_verified` as Google sends it (a boolean; some tokens carry the string "true").
+fn is_true(v: &Value) -> bool {
+    v.as_bool() == Some(true) || v.as_str() == Some("true")
+}
+
+/// Address and verification from the userinfo endpoint, which must describe the same `sub`.
+fn userinfo(
+    exchange: &Exchange,
+    access_token: &str,
+    subject: &str,
+) -> Result<(Option<String>, bool), Refusal> {
+    let info = exchange.get(&exchange.config.api_url, access_token, "application/json")?;
+    if info["sub"].as_str() != Some(subject) {
+        return Err(Refusal::failed(
+            "google: userinfo describes another subject",
+        ));
+    }
+    let email = info["email"].as_str().map(str::to_string);
+    Ok((email, is_true(&info["email_verified"])))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    const NOW: u64 = 1_700_000_000;
+
+    fn good() -> Value {
+        json!({
+            "iss": "https://accounts.google.com", "aud": "client", "exp": NOW + 60,
+            "nonce": "n1", "sub": "1234",
+        })
+    }
+
+    fn check(claims: &Value) -> bool {
+        check_claims(claims, "client", "n1", NOW).is_ok()
+    }
+
+    #[test]
+    fn good_claims_pass_and_each_wrong_one_fails() {
+        assert!(check(&good()));
+        let mut short_iss = good();
+        short_iss["iss"] = json!("accounts.google.com");
+        assert!(check(&short_iss));
+        for (claim, bad) in [
+            ("iss", json!("https://evil.example")),
+            ("aud", json!("other-client")),
+            ("aud", json!(["other", "client"])),
+            ("exp", json!(NOW)),
+            ("exp", json!("soon")),
+            ("nonce", json!("n2")),
+            ("sub", json!("")),
+        ] {
+            let mut claims = good();
+            claims[claim] = bad.clone();
+            assert!(!check(&claims), "{claim} = {bad}");
+        }
+        for claim in ["iss", "aud", "exp", "nonce", "sub"] {
+            let mut claims = good();
+            claims.as_object_mut().unwrap().remove(claim);
+            assert!(!check(&claims), "without {claim}");
+        }
+    }
+
+    #[test]
+    fn audience_lists_need_azp() {
+        let mut claims = good();
+        claims["aud"] = json!(["client"]);
+        assert!(check(&claims));
+        claims["aud"] = json!(["client", "other"]);
+        assert!(!check(&claims));
+        claims["azp"] = json!("client");
+        assert!(check(&claims));
+    }
+
+    #[test]
+    fn decodes_only_compact_jws_payloads() {
+        let payload = crate::crypto::b64url(br#"{"sub":"1"}"#);
+        assert_eq!(
+            decode_claims(&format!("e30.{payload}.sig")).unwrap()["sub"],
+            "1"
+        );
+        assert!(decode_claims(&payload).is_err());
+        assert!(decode_claims("a.b!.c").is_err());
+        let array = crate::crypto::b64url(b"[1]");
+        assert!(decode_claims(&format!("e30.{array}.")).is_err());
+    }
+}

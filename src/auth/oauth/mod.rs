@@ -1,0 +1,374 @@
+//! Sign-in through external identity providers (DECISIONS §6): `GET /auth/providers`,
+//! `GET /auth/oauth/{provider}/start` and `GET /auth/oauth/{provider}/callback`.
+//!
+//! `start` stores a single-use attempt (state, PKCE verifier, Google nonce; 10 minutes) bound to
+//! the browser by the HttpOnly cookie `svc_oauth`, and redirects to the provider. `callback`
+//! consumes the attempt, checks that it belongs to this provider (mix-up defence) and to this
+//! browser, exchanges the code, and signs the user in (see `accounts`). Every refusal is a 302 to
+//! `{console}/login?error=oauth_failed` (`oauth_denied` when the user declined at the provider)
+//! without a session; an unknown or unconfigured provider is 404 on both endpoints.
+//!
+//! No database connection is held while a provider is called, and every provider call is bounded
+//! by `CONSOLED_OAUTH_TIMEOUT_SECONDS`. Codes, tokens and state values are never logged.
+
+mod accounts;
+mod client;
+mod github;
+mod google;
+
+use std::fmt;
+use std::time::Duration;
+
+use serde_json::json;
+
+use crate::app::{App, Reply};
+use crate::config::ProviderConfig;
+use crate::crypto::{b64url, constant_time_eq, new_token, sha256, token_hash};
+use crate::db::oauth_states::{self, NewState, StoredState};
+use crate::db::{self, rate};
+use crate::error::{ApiError, ApiResult, Code};
+use crate::http::cookies::SetCookie;
+use crate::http::json::Email;
+use crate::http::{percent_encode, Request, Response};
+
+/// The cookie that binds an attempt to the browser that started it.
+pub const STATE_COOKIE: &str = "svc_oauth";
+const STATE_COOKIE_PATH: &str = "/auth/oauth";
+const STATE_LIFETIME: Duration = Duration::from_secs(600);
+/// Starts per client IP and window: each start writes a row, so an anonymous client must not be
+/// able to fill the table.
+const STARTS_PER_IP: i64 = 100;
+const START_WINDOW: Duration = Duration::from_secs(600);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Provider {
+    Github,
+    Google,
+}
+
+impl Provider {
+    pub fn parse(name: &str) -> Option<Provider> {
+        match name {
+            "github" => Some(Provider::Github),
+            "google" => Some(Provider::Google),
+            _ => None,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Provider::Github => "github",
+            Provider::Google => "google",
+        }
+    }
+
+    fn scope(self) -> &'static str {
+        match self {
+            Provider::Github => "read:user user:email",
+            Provider::Google => "openid email profile",
+        }
+    }
+
+    fn config(self, app: &App) -> Option<&ProviderConfig> {
+        match self {
+            Provider::Github => app.config.github.as_ref(),
+            Provider::Google => app.config.google.as_ref(),
+        }
+    }
+}
+
+impl fmt::Display for Provider {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// What a provider tells us about the person signing in.
+#[derive(Debug, Clone)]
+pub struct Identity {
+    /// Google `sub`, GitHub numeric id.
+    pub subject: String,
+    pub email: Option<Email>,
+    /// Whether the provider asserts that the person controls `email`.
+    pub email_verified: bool,
+    pub name: String,
+}
+
+/// Why a callback did not sign anyone in. `reason` is for the log only and never carries a
+/// secret; the browser learns only `oauth_denied` or `oauth_failed`.
+#[derive(Debug)]
+pub struct Refusal {
+    denied: bool,
+    reason: String,
+}
+
+impl Refusal {
+    pub fn failed(reason: impl Into<String>) -> Refusal {
+        Refusal {
+            denied: false,
+            reason: reason.into(),
+        }
+    }
+
+    fn denied() -> Refusal {
+        Refusal {
+            denied: true,
+            reason: "the user declined at the provider".into(),
+        }
+    }
+
+    fn code(&self) -> &'static str {
+        if self.denied {
+            "oauth_denied"
+        } else {
+            "oauth_failed"
+        }
+    }
+}
+
+impl From<ApiError> for Refusal {
+    fn from(e: ApiError) -> Refusal {
+        let detail = e.more.log_detail.clone();
+        Refusal::failed(detail.unwrap_or_else(|| e.code.as_str().to_string()))
+    }
+}
+
+impl From<postgres::Error> for Refusal {
+    fn from(e: postgres::Error) -> Refusal {
+        Refusal::from(ApiError::from(e))
+    }
+}
+
+/// `GET /auth/providers`: the configured providers, sorted.
+pub fn providers(app: &App, _req: &Request) -> ApiResult<Reply> {
+    let names: Vec<&str> = [Provider::Github, Provider::Google]
+        .into_iter()
+        .filter(|p| p.config(app).is_some())
+        .map(Provider::name)
+        .collect();
+    Ok(Response::json(200, &json!({ "providers": names })).into())
+}
+
+/// The provider named by `/auth/oauth/{provider}/...`, if it is configured; else 404.
+fn enabled<'a>(app: &'a App, req: &Request) -> ApiResult<(Provider, &'a ProviderConfig)> {
+    let provider = req.path.split('/').nth(3).and_then(Provider::parse);
+    provider
+        .and_then(|p| Some((p, p.config(app)?)))
+        .ok_or_else(|| ApiError::new(Code::NotFound))
+}
+
+/// `GET /auth/oauth/{provider}/start`: 302 to the provider's authorization page.
+pub fn start(app: &App, req: &Request) -> ApiResult<Reply> {
+    let (provider, config) = enabled(app, req)?;
+    let binding = new_token();
+    let nonce = (provider == Provider::Google).then(new_token);
+    let attempt = NewState {
+        state: &new_token(),
+        binding: &binding,
+        provider: provider.name(),
+        pkce_verifier: &new_token(),
+        nonce: nonce.as_deref(),
+        lifetime: STATE_LIFETIME,
+    };
+    store_attempt(app, req, &attempt)?;
+    let location = authorization_url(app, provider, config, &attempt);
+    let cookie = state_cookie(app, &binding, STATE_LIFETIME.as_secs());
+    Ok(Response::redirect(&location)
+        .header("Set-Cookie", cookie)
+        .into())
+}
+
+/// Counts the start against the client's limit, drops abandoned attempts, stores this one.
+fn store_attempt(app: &App, req: &Request, attempt: &NewState) -> ApiResult<()> {
+    let mut c = db::conn(&app.pool)?;
+    let mut tx = c.transaction()?;
+    let ip = req.client_ip(&app.config.trusted_proxies);
+    let bucket = format!(
+        "oauth_start:{}",
+        ip.map_or("unknown".into(), |ip| ip.to_string())
+    );
+    if let Some(wait) = rate::take(&mut tx, &bucket, STARTS_PER_IP, START_WINDOW)? {
+        return Err(ApiError::rate_limited(wait));
+    }
+    oauth_states::purge_expired(&mut tx)?;
+    oauth_states::insert(&mut tx, attempt)?;
+    tx.commit()?;
+    Ok(())
+}
+
+fn authorization_url(
+    app: &App,
+    provider: Provider,
+    config: &ProviderConfig,
+    attempt: &NewState,
+) -> String {
+    let mut params = vec![
+        ("client_id", config.client_id.clone()),
+        ("redirect_uri", redirect_uri(app, provider)),
+        ("response_type", "code".into()),
+        ("scope", provider.scope().into()),
+        ("state", attempt.state.to_string()),
+        ("code_challenge", pkce_challenge(attempt.pkce_verifier)),
+        ("code_challenge_method", "S256".into()),
+    ];
+    if let Some(nonce) = attempt.nonce {
+        params.push(("nonce", nonce.to_string()));
+    }
+    let separator = if config.auth_url.contains('?') {
+        '&'
+    } else {
+        '?'
+    };
+    format!("{}{separator}{}", config.auth_url, query_string(&params))
+}
+
+/// `GET /auth/oauth/{provider}/callback`: 302 to the console, signed in or refused.
+pub fn callback(app: &App, req: &Request) -> ApiResult<Reply> {
+    let (provider, config) = enabled(app, req)?;
+    let response = match complete(app, req, provider, config) {
+        Ok(response) => response,
+        Err(refusal) => {
+            log::info!(
+                "oauth {provider}: refused ({}): {}",
+                refusal.code(),
+                refusal.reason
+            );
+            let url = format!("{}/login?error={}", app.config.console_url, refusal.code());
+            Response::redirect(&url)
+        }
+    };
+    // The attempt is used up either way; the browser may drop its binding cookie.
+    Ok(response
+        .header("Set-Cookie", state_cookie(app, "", 0))
+        .into())
+}
+
+fn complete(
+    app: &App,
+    req: &Request,
+    provider: Provider,
+    config: &ProviderConfig,
+) -> Result<Response, Refusal> {
+    // Consumed before anything else, so that no outcome leaves it usable.
+    let stored = take_state(app, req)?;
+    if let Some(error) = req.query_param("error") {
+        return Err(if error == "access_denied" {
+            Refusal::denied()
+        } else {
+            Refusal::failed(format!("provider error {:?}", printable(&error)))
+        });
+    }
+    let stored = stored.ok_or_else(|| Refusal::failed("missing or unknown state"))?;
+    check_state(req, provider, &stored)?;
+    let code = req
+        .query_param("code")
+        .filter(|c| !c.is_empty() && c.len() <= 2048)
+        .ok_or_else(|| Refusal::failed("missing code"))?;
+    let exchange = client::Exchange {
+        config,
+        code: &code,
+        redirect_uri: redirect_uri(app, provider),
+        verifier: &stored.pkce_verifier,
+        timeout: app.config.oauth_timeout,
+    };
+    let identity = match provider {
+        Provider::Google => google::identity(&exchange, stored.nonce.as_deref())?,
+        Provider::Github => github::identity(&exchange)?,
+    };
+    accounts::sign_in(app, provider, &identity)
+}
+
+/// Deletes and returns the attempt named by the `state` parameter, if any.
+fn take_state(app: &App, req: &Request) -> Result<Option<StoredState>, Refusal> {
+    let Some(state) = req.query_param("state").filter(|s| s.len() <= 256) else {
+        return Ok(None);
+    };
+    let mut c = db::conn(&app.pool)?;
+    Ok(oauth_states::take(&mut *c, &state)?)
+}
+
+/// The attempt must be this provider's (mix-up defence), this browser's, and not expired.
+fn check_state(req: &Request, provider: Provider, stored: &StoredState) -> Result<(), Refusal> {
+    if stored.provider != provider.name() {
+        return Err(Refusal::failed(format!(
+            "state of provider {} used on {provider}",
+            stored.provider
+        )));
+    }
+    let binding = req
+        .cookie(STATE_COOKIE)
+        .ok_or_else(|| Refusal::failed("no binding cookie"))?;
+    if !constant_time_eq(&token_hash(&binding), &stored.binding_hash) {
+        return Err(Refusal::failed("binding cookie does not match the state"));
+    }
+    if stored.expired {
+        return Err(Refusal::failed("state expired"));
+    }
+    Ok(())
+}
+
+/// `{CONSOLED_BASE_URL}/auth/oauth/{p}/callback`: from configuration, never from `Host`.
+fn redirect_uri(app: &App, provider: Provider) -> String {
+    format!("{}/auth/oauth/{provider}/callback", app.config.base_url)
+}
+
+/// RFC 7636 S256: BASE64URL(SHA-256(ASCII(code_verifier))).
+pub fn pkce_challenge(verifier: &str) -> String {
+    b64url(&sha256(verifier.as_bytes()))
+}
+
+fn query_string(params: &[(&str, String)]) -> String {
+    params
+        .iter()
+        .map(|(k, v)| format!("{k}={}", percent_encode(v)))
+        .collect::<Vec<_>>()
+        .join("&")
+}
+
+fn state_cookie(app: &App, value: &str, max_age: u64) -> String {
+    SetCookie {
+        name: STATE_COOKIE,
+        value,
+        http_only: true,
+        // Lax, not Strict: the cookie must come along on the top-level redirect back from the
+        // provider's site.
+        same_site: "Lax",
+        secure: app.config.cookie_secure,
+        path: STATE_COOKIE_PATH,
+        max_age: Some(max_age),
+    }
+    .render()
+}
+
+/// Text from a provider, safe for a log line: short, without control characters.
+fn printable(s: &str) -> String {
+    s.chars().filter(|c| !c.is_control()).take(64).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pkce_rfc7636_appendix_b() {
+        assert_eq!(
+            pkce_challenge("dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk"),
+            "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM"
+        );
+    }
+
+    #[test]
+    fn provider_names_round_trip() {
+        for p in [Provider::Github, Provider::Google] {
+            assert_eq!(Provider::parse(p.name()), Some(p));
+        }
+        assert_eq!(Provider::parse("GitHub"), None);
+        assert_eq!(Provider::parse("facebook"), None);
+    }
+
+    #[test]
+    fn printable_strips_control_characters() {
+        assert_eq!(printable("bad\r\nline"), "badline");
+        assert_eq!(printable(&"x".repeat(100)).len(), 64);
+    }
+}

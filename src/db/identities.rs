@@ -1,0 +1,49 @@
+//! Table `external_identities`: links from an identity provider's account (provider, subject)
+//! to one of our users.
+
+use postgres::GenericClient;
+
+/// The user linked to (provider, subject), if any.
+pub fn find_user(
+    c: &mut impl GenericClient,
+    provider: &str,
+    subject: &str,
+) -> Result<Option<i64>, postgres::Error> {
+    let row = c.query_opt(
+        "SELECT user_id FROM external_identities WHERE provider = $1 AND subject = $2",
+        &[&provider, &subject],
+    )?;
+    Ok(row.map(|r| r.get(0)))
+}
+
+/// Links (provider, subject) to a user; `false` when the identity is linked already (a
+/// concurrent first sign-in won).
+pub fn link(
+    c: &mut impl GenericClient,
+    provider: &str,
+    subject: &str,
+    user_id: i64,
+    email: Option<&str>,
+) -> Result<bool, postgres::Error> {
+    let n = c.execute(
+        "INSERT INTO external_identities (provider, subject, user_id, email) VALUES ($1, $2, $3, $4)
+         ON CONFLICT (provider, subject) DO NOTHING",
+        &[&provider, &subject, &user_id, &email],
+    )?;
+    Ok(n == 1)
+}
+
+/// Records the address the provider reported at the latest sign-in.
+pub fn update_email(
+    c: &mut impl GenericClient,
+    provider: &str,
+    subject: &str,
+    email: Option<&str>,
+) -> Result<(), postgres::Error> {
+    c.execute(
+        "UPDATE external_identities SET email = $3
+          WHERE provider = $1 AND subject = $2 AND email IS DISTINCT FROM $3",
+        &[&provider, &subject, &email],
+    )?;
+    Ok(())
+}

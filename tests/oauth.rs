@@ -1,0 +1,683 @@
+//! Sign-in with Google and GitHub against fake providers on loopback (tests/common/fake_idp.rs):
+//! the redirect and its binding cookie, account creation, return and linking, the second
+//! factor, every refusal, PKCE, and a provider that hangs.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::fake_idp::{AuthRequest, FakeIdp, Profile};
+use common::*;
+use consoled::http::percent_encode;
+use serde_json::{json, Value};
+
+const CONSOLE: &str = "http://console.test";
+const BASE: &str = "http://consoled.test";
+const FAILED: &str = "http://console.test/login?error=oauth_failed";
+
+struct World {
+    server: TestServer,
+    google: FakeIdp,
+    github: FakeIdp,
+}
+
+fn world() -> World {
+    world_with(&[])
+}
+
+fn world_with(extra: &[(&str, &str)]) -> World {
+    let google = FakeIdp::google();
+    let github = FakeIdp::github();
+    let mut vars = google.env();
+    vars.extend(github.env());
+    vars.push(("CONSOLED_CONSOLE_URL".into(), CONSOLE.into()));
+    vars.push(("CONSOLED_BASE_URL".into(), BASE.into()));
+    vars.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+    let refs: Vec<(&str, &str)> = vars.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    World {
+        server: TestServer::with(&refs),
+        google,
+        github,
+    }
+}
+
+impl World {
+    fn idp(&self, provider: &str) -> &FakeIdp {
+        match provider {
+            "google" => &self.google,
+            _ => &self.github,
+        }
+    }
+
+    /// `start`, as the browser follows it: the parameters of the redirect to the provider.
+    fn begin(&self, c: &mut Client, provider: &str) -> AuthRequest {
+        let r = c.get(&format!("/auth/oauth/{provider}/start"));
+        r.expect(302);
+        AuthRequest::parse(r.header("location").expect("Location"))
+    }
+
+    fn callback(&self, c: &mut Client, provider: &str, query: &str) -> Response {
+        c.get(&format!("/auth/oauth/{provider}/callback?{query}"))
+    }
+
+    /// `sign_in`, which must succeed: the Auth state of the new session.
+    #[track_caller]
+    fn signed_in(&self, c: &mut Client, provider: &str, profile: &Profile) -> Value {
+        let r = self.sign_in(c, provider, profile);
+        assert_signed_in(c, &r)
+    }
+
+    /// The whole dance: start, the user agrees at the provider, callback.
+    fn sign_in(&self, c: &mut Client, provider: &str, profile: &Profile) -> Response {
+        let auth = self.begin(c, provider);
+        let code = self.idp(provider).authorize(&auth, profile);
+        self.callback(c, provider, &code_query(&code, auth.get("state")))
+    }
+}
+
+fn code_query(code: &str, state: &str) -> String {
+    format!(
+        "code={}&state={}",
+        percent_encode(code),
+        percent_encode(state)
+    )
+}
+
+/// A 302 to the console's login page with `error=oauth_failed`, no session, binding cookie gone.
+#[track_caller]
+fn assert_refused(c: &mut Client, r: &Response) {
+    assert_refused_with(c, r, FAILED);
+}
+
+#[track_caller]
+fn assert_refused_with(c: &mut Client, r: &Response, location: &str) {
+    r.expect(302);
+    assert_eq!(r.header("location"), Some(location));
+    assert!(
+        r.set_cookie("svc_session").is_none(),
+        "no session on a refusal"
+    );
+    let cleared = r.set_cookie("svc_oauth").expect("binding cookie cleared");
+    assert!(cleared.contains("Max-Age=0"), "{cleared}");
+    c.get("/auth/session").expect_error(401, "unauthorized");
+}
+
+/// A 302 to the console's start page with a full session; the Auth state of that session.
+#[track_caller]
+fn assert_signed_in(c: &mut Client, r: &Response) -> Value {
+    r.expect(302);
+    assert_eq!(r.header("location"), Some("http://console.test/"));
+    let cookie = r.set_cookie("svc_session").expect("session cookie");
+    assert!(
+        cookie.contains("HttpOnly") && cookie.contains("SameSite=Lax"),
+        "{cookie}"
+    );
+    let state = c.get("/auth/session");
+    state.expect(200);
+    state.json()
+}
+
+fn user_id(state: &Value) -> i64 {
+    state["user"]["id"].as_i64().unwrap()
+}
+
+fn state_hash(state: &str) -> Vec<u8> {
+    consoled::crypto::token_hash(state)
+}
+
+#[test]
+fn providers_lists_only_configured_ones_sorted() {
+    let w = world();
+    let r = w.server.client().get("/auth/providers");
+    r.expect(200);
+    assert_eq!(r.json(), json!({"providers": ["github", "google"]}));
+    assert_eq!(r.header("cache-control"), Some("no-store"));
+
+    let google_only = TestServer::with(&[
+        ("CONSOLED_GOOGLE_CLIENT_ID", "id"),
+        ("CONSOLED_GOOGLE_CLIENT_SECRET", "secret"),
+        ("CONSOLED_GITHUB_CLIENT_ID", "id without a secret"),
+    ]);
+    let r = google_only.client().get("/auth/providers");
+    assert_eq!(r.json(), json!({"providers": ["google"]}));
+    let none = TestServer::start();
+    assert_eq!(
+        none.client().get("/auth/providers").json(),
+        json!({"providers": []})
+    );
+}
+
+#[test]
+fn unknown_or_disabled_provider_is_404_on_start_and_callback() {
+    let w = world();
+    let mut c = w.server.client();
+    for path in [
+        "/auth/oauth/facebook/start",
+        "/auth/oauth/facebook/callback?code=a&state=b",
+        "/auth/oauth/Google/start",
+    ] {
+        c.get(path).expect_error(404, "not_found");
+    }
+    let google_only = TestServer::with(&[
+        ("CONSOLED_GOOGLE_CLIENT_ID", "id"),
+        ("CONSOLED_GOOGLE_CLIENT_SECRET", "secret"),
+    ]);
+    let mut c = google_only.client();
+    c.get("/auth/oauth/github/start")
+        .expect_error(404, "not_found");
+    c.get("/auth/oauth/github/callback?code=a&state=b")
+        .expect_error(404, "not_found");
+    c.get("/auth/oauth/google/start").expect(302);
+}
+
+#[test]
+fn start_redirects_to_the_provider_with_state_pkce_and_nonce() {
+    let w = world();
+    let mut c = w.server.client();
+    let r = c.get("/auth/oauth/google/start");
+    r.expect(302);
+    assert_eq!(r.header("cache-control"), Some("no-store"));
+    let cookie = r.set_cookie("svc_oauth").expect("binding cookie");
+    for attribute in [
+        "Path=/auth/oauth",
+        "Max-Age=600",
+        "HttpOnly",
+        "SameSite=Lax",
+    ] {
+        assert!(cookie.contains(attribute), "{attribute} missing: {cookie}");
+    }
+    assert!(
+        !cookie.contains("Secure"),
+        "plain-http test server: {cookie}"
+    );
+
+    let google = AuthRequest::parse(r.header("location").unwrap());
+    assert_eq!(google.url, w.google.url("/authorize"));
+    assert_eq!(google.get("client_id"), "fake-client-id");
+    assert_eq!(
+        google.get("redirect_uri"),
+        "http://consoled.test/auth/oauth/google/callback"
+    );
+    assert_eq!(google.get("response_type"), "code");
+    assert_eq!(google.get("scope"), "openid email profile");
+    assert_eq!(google.get("code_challenge_method"), "S256");
+    assert_eq!(google.get("code_challenge").len(), 43, "base64url SHA-256");
+    assert_eq!(google.get("state").len(), 43);
+    assert_eq!(google.get("nonce").len(), 43);
+
+    let github = w.begin(&mut c, "github");
+    assert_eq!(github.url, w.github.url("/authorize"));
+    assert_eq!(github.get("scope"), "read:user user:email");
+    assert_eq!(
+        github.get("redirect_uri"),
+        "http://consoled.test/auth/oauth/github/callback"
+    );
+    assert_eq!(github.get("code_challenge_method"), "S256");
+    assert!(!github.params.contains_key("nonce"), "GitHub is not OIDC");
+    assert_ne!(github.get("state"), google.get("state"));
+    assert_ne!(github.get("code_challenge"), google.get("code_challenge"));
+
+    // Stored hashed, naming its provider, with the verifier of the challenge.
+    let row = db()
+        .query_one(
+            "SELECT provider, pkce_verifier, nonce, expires_at - now() < interval '601 seconds'
+               FROM oauth_states WHERE state_hash = $1",
+            &[&state_hash(google.get("state"))],
+        )
+        .unwrap();
+    assert_eq!(row.get::<_, String>(0), "google");
+    let verifier: String = row.get(1);
+    assert_eq!(
+        consoled::auth::oauth::pkce_challenge(&verifier),
+        google.get("code_challenge")
+    );
+    assert_eq!(
+        row.get::<_, Option<String>>(2).as_deref(),
+        Some(google.get("nonce"))
+    );
+    assert!(row.get::<_, bool>(3));
+
+    let secure = world_with(&[("CONSOLED_COOKIE_SECURE", "true")]);
+    let r = secure.server.client().get("/auth/oauth/github/start");
+    assert!(r.set_cookie("svc_oauth").unwrap().contains("; Secure"));
+}
+
+#[test]
+fn google_first_sign_in_creates_user_org_and_default_project() {
+    let w = world();
+    let mut c = w.server.client();
+    let email = unique_email();
+    let r = w.sign_in(&mut c, "google", &Profile::new(&email.to_uppercase()));
+    assert!(r
+        .set_cookie("svc_oauth")
+        .is_some_and(|c| c.contains("Max-Age=0")));
+    let state = assert_signed_in(&mut c, &r);
+    assert_eq!(state["mfa_required"], false);
+    let user = &state["user"];
+    assert_eq!(user["email"], email.as_str(), "normalised");
+    assert_eq!(user["name"], "Grace Hopper");
+    assert_eq!(user["email_verified"], true);
+    assert_eq!(user["has_password"], false);
+    let orgs = state["organizations"].as_array().unwrap();
+    assert_eq!(orgs.len(), 1);
+    assert_eq!(orgs[0]["kind"], "personal");
+    assert_eq!(orgs[0]["role"], "owner");
+    assert_eq!(orgs[0]["status"], "active");
+    let projects: i64 = db()
+        .query_one(
+            "SELECT count(*) FROM projects WHERE org_id = $1 AND name = 'default'",
+            &[&orgs[0]["id"].as_i64().unwrap()],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(projects, 1);
+
+    // The token request carried the PKCE verifier and the exact redirect URI.
+    let token_request = w
+        .google
+        .seen()
+        .into_iter()
+        .find(|s| s.path == "/token")
+        .unwrap();
+    assert!(token_request.body.contains("code_verifier="));
+    assert!(token_request
+        .body
+        .contains("redirect_uri=http%3A%2F%2Fconsoled.test%2Fauth%2Foauth%2Fgoogle%2Fcallback"));
+}
+
+#[test]
+fn returning_google_user_signs_in_to_the_same_account() {
+    let w = world();
+    let email = unique_email();
+    let mut profile = Profile::new(&email);
+    let mut first = w.server.client();
+    let id = user_id(&w.signed_in(&mut first, "google", &profile));
+    // The subject decides, not the address (which may change at the provider).
+    profile.email = unique_email();
+    let mut again = w.server.client();
+    let state = w.signed_in(&mut again, "google", &profile);
+    assert_eq!(user_id(&state), id);
+    assert_eq!(state["user"]["email"], email.as_str());
+    let linked: String = db()
+        .query_one(
+            "SELECT email FROM external_identities WHERE provider = 'google' AND subject = $1",
+            &[&profile.subject],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(linked, profile.email, "latest address recorded");
+}
+
+#[test]
+fn google_without_email_claims_falls_back_to_userinfo() {
+    let w = world();
+    w.google.set_claim("email", Value::Null);
+    w.google.set_claim("email_verified", Value::Null);
+    let mut c = w.server.client();
+    let email = unique_email();
+    let state = w.signed_in(&mut c, "google", &Profile::new(&email));
+    assert_eq!(state["user"]["email"], email.as_str());
+    assert_eq!(state["user"]["email_verified"], true);
+    let userinfo = w
+        .google
+        .seen()
+        .into_iter()
+        .find(|s| s.path == "/v1/userinfo")
+        .expect("userinfo called");
+    assert!(userinfo.headers["authorization"].starts_with("Bearer at-"));
+}
+
+#[test]
+fn github_sign_in_creates_then_finds_the_user() {
+    let w = world();
+    let email = unique_email();
+    let profile = Profile::new(&email);
+    let mut c = w.server.client();
+    let state = w.signed_in(&mut c, "github", &profile);
+    assert_eq!(state["user"]["email"], email.as_str());
+    assert_eq!(state["user"]["email_verified"], true);
+    assert_eq!(state["user"]["name"], "Grace Hopper");
+    let mut again = w.server.client();
+    let second = w.signed_in(&mut again, "github", &profile);
+    assert_eq!(user_id(&second), user_id(&state));
+
+    let seen = w.github.seen();
+    let token = seen.iter().find(|s| s.path == "/token").unwrap();
+    assert_eq!(token.method, "POST");
+    assert!(token.headers["accept"].contains("application/json"));
+    assert!(token.headers["content-type"].starts_with("application/x-www-form-urlencoded"));
+    for path in ["/api/v3/user", "/api/v3/user/emails"] {
+        let call = seen.iter().find(|s| s.path == path).expect(path);
+        assert!(call.headers["authorization"].starts_with("Bearer at-"));
+        assert_eq!(call.headers["accept"], "application/vnd.github+json");
+        assert!(call.headers["user-agent"].starts_with("consoled/"));
+    }
+}
+
+#[test]
+fn github_form_encoded_token_answer_is_understood() {
+    let w = world();
+    w.github.set_always_form(true);
+    let mut c = w.server.client();
+    w.signed_in(&mut c, "github", &Profile::new(&unique_email()));
+}
+
+#[test]
+fn verified_provider_email_links_an_existing_verified_account() {
+    let w = world();
+    let mut owner = w.server.client();
+    let (email, signup) = owner.signup();
+    db().execute(
+        "UPDATE users SET email_verified = true WHERE id = $1",
+        &[&user_id(&signup)],
+    )
+    .unwrap();
+    let mut c = w.server.client();
+    let profile = Profile::new(&email);
+    let state = w.signed_in(&mut c, "github", &profile);
+    assert_eq!(user_id(&state), user_id(&signup));
+    assert_eq!(
+        state["user"]["has_password"], true,
+        "a verified account keeps its password"
+    );
+    owner.get("/auth/session").expect(200);
+    let linked: i64 = db()
+        .query_one(
+            "SELECT user_id FROM external_identities WHERE provider = 'github' AND subject = $1",
+            &[&profile.subject],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(linked, user_id(&signup));
+}
+
+#[test]
+fn linking_an_unverified_account_removes_the_squatters_password_and_sessions() {
+    let w = world();
+    // Someone signed up with this address without ever proving they own it...
+    let mut squatter = w.server.client();
+    let (email, signup) = squatter.signup();
+    // ...then its owner signs in with Google, which has verified the address.
+    let mut owner = w.server.client();
+    let state = w.signed_in(&mut owner, "google", &Profile::new(&email));
+    assert_eq!(user_id(&state), user_id(&signup));
+    assert_eq!(state["user"]["email_verified"], true);
+    assert_eq!(state["user"]["has_password"], false);
+    squatter
+        .get("/auth/session")
+        .expect_error(401, "unauthorized");
+    squatter
+        .login(&email, PASSWORD)
+        .expect_error(401, "invalid_credentials");
+}
+
+#[test]
+fn unverified_provider_email_never_links_an_existing_account() {
+    let w = world();
+    let mut owner = w.server.client();
+    let (email, signup) = owner.signup();
+    let mut c = w.server.client();
+    let profile = Profile::new(&email).unverified();
+    let r = w.sign_in(&mut c, "google", &profile);
+    assert_refused(&mut c, &r);
+    let links: i64 = db()
+        .query_one(
+            "SELECT count(*) FROM external_identities WHERE user_id = $1",
+            &[&user_id(&signup)],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(links, 0);
+    owner.get("/auth/session").expect(200);
+
+    // Without an existing account, an unverified address makes an unverified user.
+    let mut fresh = w.server.client();
+    let profile = Profile::new(&unique_email()).unverified();
+    let state = w.signed_in(&mut fresh, "google", &profile);
+    assert_eq!(state["user"]["email_verified"], false);
+}
+
+#[test]
+fn user_with_second_factor_gets_a_pending_session() {
+    let w = world();
+    let mut owner = w.server.client();
+    let (email, signup) = owner.signup();
+    db().execute(
+        "UPDATE users SET email_verified = true, totp_secret = '\\x3132333435363738393031323334353637383930'
+          WHERE id = $1",
+        &[&user_id(&signup)],
+    )
+    .unwrap();
+    let mut c = w.server.client();
+    let r = w.sign_in(&mut c, "google", &Profile::new(&email));
+    r.expect(302);
+    assert_eq!(r.header("location"), Some("http://console.test/login/mfa"));
+    let cookie = r.set_cookie("svc_session").expect("pending session cookie");
+    assert!(cookie.contains("Max-Age=600"), "{cookie}");
+    c.get("/auth/session").expect_error(401, "mfa_required");
+}
+
+#[test]
+fn callback_without_a_valid_state_is_refused() {
+    let w = world();
+    let mut c = w.server.client();
+    let auth = w.begin(&mut c, "google");
+    let code = w.google.authorize(&auth, &Profile::new(&unique_email()));
+    let r = w.callback(&mut c, "google", &format!("code={}", percent_encode(&code)));
+    assert_refused(&mut c, &r);
+
+    let auth = w.begin(&mut c, "google");
+    let code = w.google.authorize(&auth, &Profile::new(&unique_email()));
+    let r = w.callback(&mut c, "google", &code_query(&code, "not-the-state"));
+    assert_refused(&mut c, &r);
+    let r = w.callback(&mut c, "google", &code_query(&code, ""));
+    assert_refused(&mut c, &r);
+}
+
+#[test]
+fn state_of_the_other_provider_is_refused_and_used_up() {
+    let w = world();
+    let mut c = w.server.client();
+    let auth = w.begin(&mut c, "google");
+    let binding = c.cookies["svc_oauth"].clone();
+    let code = w.google.authorize(&auth, &Profile::new(&unique_email()));
+    let query = code_query(&code, auth.get("state"));
+    let r = w.callback(&mut c, "github", &query);
+    assert_refused(&mut c, &r);
+    // The binding cookie went with the refusal; restore it to show the state itself is gone.
+    c.cookies.insert("svc_oauth".into(), binding);
+    let r = w.callback(&mut c, "google", &query);
+    assert_refused(&mut c, &r);
+    assert!(
+        w.github.seen().is_empty(),
+        "no exchange with the wrong provider"
+    );
+}
+
+#[test]
+fn a_state_is_single_use() {
+    let w = world();
+    let mut c = w.server.client();
+    let auth = w.begin(&mut c, "github");
+    let binding = c.cookies["svc_oauth"].clone();
+    let code = w.github.authorize(&auth, &Profile::new(&unique_email()));
+    let query = code_query(&code, auth.get("state"));
+    let r = w.callback(&mut c, "github", &query);
+    assert_signed_in(&mut c, &r);
+    let mut replay = w.server.client();
+    replay.cookies.insert("svc_oauth".into(), binding);
+    let r = w.callback(&mut replay, "github", &query);
+    assert_refused(&mut replay, &r);
+}
+
+#[test]
+fn an_expired_state_is_refused() {
+    let w = world();
+    let mut c = w.server.client();
+    let auth = w.begin(&mut c, "google");
+    let code = w.google.authorize(&auth, &Profile::new(&unique_email()));
+    let n = db()
+        .execute(
+            "UPDATE oauth_states SET expires_at = now() - interval '1 second' WHERE state_hash = $1",
+            &[&state_hash(auth.get("state"))],
+        )
+        .unwrap();
+    assert_eq!(n, 1);
+    let r = w.callback(&mut c, "google", &code_query(&code, auth.get("state")));
+    assert_refused(&mut c, &r);
+}
+
+#[test]
+fn state_is_bound_to_the_browser_that_started() {
+    let w = world();
+    // Missing binding cookie.
+    let mut c = w.server.client();
+    let auth = w.begin(&mut c, "google");
+    let code = w.google.authorize(&auth, &Profile::new(&unique_email()));
+    c.cookies.remove("svc_oauth");
+    let r = w.callback(&mut c, "google", &code_query(&code, auth.get("state")));
+    assert_refused(&mut c, &r);
+
+    // Login CSRF: an attacker's state and code delivered to a victim's browser.
+    let mut attacker = w.server.client();
+    let auth = w.begin(&mut attacker, "github");
+    let code = w.github.authorize(&auth, &Profile::new(&unique_email()));
+    let mut victim = w.server.client();
+    w.begin(&mut victim, "github");
+    let r = w.callback(&mut victim, "github", &code_query(&code, auth.get("state")));
+    assert_refused(&mut victim, &r);
+}
+
+#[test]
+fn provider_errors_are_denied_or_failed() {
+    let w = world();
+    let mut c = w.server.client();
+    let auth = w.begin(&mut c, "google");
+    let binding = c.cookies["svc_oauth"].clone();
+    let state = percent_encode(auth.get("state"));
+    let r = w.callback(
+        &mut c,
+        "google",
+        &format!("error=access_denied&state={state}"),
+    );
+    assert_refused_with(&mut c, &r, "http://console.test/login?error=oauth_denied");
+    // The attempt is used up by the error answer.
+    c.cookies.insert("svc_oauth".into(), binding);
+    let code = w.google.authorize(&auth, &Profile::new(&unique_email()));
+    let r = w.callback(&mut c, "google", &code_query(&code, auth.get("state")));
+    assert_refused(&mut c, &r);
+
+    let auth = w.begin(&mut c, "github");
+    let state = percent_encode(auth.get("state"));
+    let r = w.callback(
+        &mut c,
+        "github",
+        &format!("error=temporarily_unavailable&error_description=x%0D%0Ay&state={state}"),
+    );
+    assert_refused(&mut c, &r);
+}
+
+#[test]
+fn a_failed_code_exchange_is_refused() {
+    let w = world();
+    for provider in ["google", "github"] {
+        let mut c = w.server.client();
+        let auth = w.begin(&mut c, provider);
+        // A code the provider never issued: Google answers 400, GitHub 200 with `error`.
+        let r = w.callback(&mut c, provider, &code_query("forged", auth.get("state")));
+        assert_refused(&mut c, &r);
+    }
+}
+
+#[test]
+fn pkce_verifier_is_checked_by_the_provider() {
+    let w = world();
+    for provider in ["google", "github"] {
+        let mut c = w.server.client();
+        let auth = w.begin(&mut c, provider);
+        // The provider remembers another challenge than the one consoled sent.
+        let other = consoled::auth::oauth::pkce_challenge("someone else's verifier");
+        let code =
+            w.idp(provider)
+                .authorize_with_challenge(&auth, &Profile::new(&unique_email()), &other);
+        let r = w.callback(&mut c, provider, &code_query(&code, auth.get("state")));
+        assert_refused(&mut c, &r);
+    }
+}
+
+#[test]
+fn wrong_id_token_claims_are_refused() {
+    let w = world();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let cases = [
+        ("iss", json!("https://evil.example.com")),
+        ("aud", json!("another-client")),
+        ("exp", json!(now - 5)),
+        ("nonce", json!("another-nonce")),
+        ("nonce", Value::Null),
+    ];
+    for (claim, value) in cases {
+        w.google.reset_claims();
+        // `null` removes the claim.
+        w.google.set_claim(claim, value.clone());
+        let mut c = w.server.client();
+        let r = w.sign_in(&mut c, "google", &Profile::new(&unique_email()));
+        r.expect(302);
+        assert_eq!(r.header("location"), Some(FAILED), "{claim} = {value}");
+        assert_refused(&mut c, &r);
+    }
+    w.google.reset_claims();
+    let mut c = w.server.client();
+    w.signed_in(&mut c, "google", &Profile::new(&unique_email()));
+}
+
+#[test]
+fn github_without_a_verified_primary_email_is_refused() {
+    let w = world();
+    w.github.set_primary_unverified(true);
+    let mut c = w.server.client();
+    let email = unique_email();
+    let r = w.sign_in(&mut c, "github", &Profile::new(&email));
+    assert_refused(&mut c, &r);
+    let users: i64 = db()
+        .query_one("SELECT count(*) FROM users WHERE email = $1", &[&email])
+        .unwrap()
+        .get(0);
+    assert_eq!(users, 0);
+}
+
+#[test]
+fn a_hanging_provider_fails_within_the_timeout_and_blocks_nobody() {
+    let w = world_with(&[("CONSOLED_OAUTH_TIMEOUT_SECONDS", "1")]);
+    w.google.set_hang(true);
+    let mut c = w.server.client();
+    let auth = w.begin(&mut c, "google");
+    let code = w.google.authorize(&auth, &Profile::new(&unique_email()));
+    let query = code_query(&code, auth.get("state"));
+    let addr = w.server.addr;
+    let cookies = c.cookies.clone();
+    let started = Instant::now();
+    let hanging = std::thread::spawn(move || {
+        let mut c = Client::new(addr);
+        c.cookies = cookies;
+        let r = c.get(&format!("/auth/oauth/google/callback?{query}"));
+        (r, started.elapsed())
+    });
+    // Meanwhile the server answers others at once.
+    std::thread::sleep(Duration::from_millis(200));
+    let quick = Instant::now();
+    w.server.client().get("/auth/providers").expect(200);
+    assert!(quick.elapsed() < Duration::from_millis(500));
+    let (r, took) = hanging.join().unwrap();
+    assert!(
+        took >= Duration::from_millis(900),
+        "gave up too early: {took:?}"
+    );
+    assert!(took < Duration::from_secs(3), "took {took:?}");
+    r.expect(302);
+    assert_eq!(r.header("location"), Some(FAILED));
+    assert!(r.set_cookie("svc_session").is_none());
+}
