@@ -652,3 +652,15 @@ fn a_request_sent_together_with_the_stream_request_is_answered_after_it() {
     let a = account(&server);
     pipelined(&server, &a, false);
 }
+
+#[test]
+fn a_stream_outlives_the_read_timeout_of_idle_connections() {
+    let server = TestServer::with(&[
+        ("CONSOLED_READ_TIMEOUT_SECONDS", "0.5"),
+        ("CONSOLED_PING_SECONDS", "0.4"),
+    ]);
+    let a = account(&server);
+    let mut s = a.open(&server);
+    std::thread::sleep(Duration::from_millis(1500));
+    barrier(&mut [&mut s], Some(a.project_id), None);
+}
