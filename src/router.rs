@@ -76,6 +76,7 @@ pub static ROUTES: &[Route] = &[
     route(Get, "/healthz", "healthz", ops::healthz),
     route(Get, "/readyz", "readyz", ops::readyz),
     route(Get, "/metrics", "metrics", ops::metrics),
+    route(Get, "/openapi.json", "openapi", ops::openapi),
 ];
 
 /// Test hook (CONSOLED_TEST_PANIC_ROUTE): proves that a panicking handler becomes a 500.
