@@ -59,6 +59,15 @@ impl Hasher {
         self.depth.load(Ordering::Relaxed)
     }
 
+    /// A cheap early refusal: when the queue is full, a login flood is answered 429 before it
+    /// costs any database work. (`submit` still enforces the bound; this check may race.)
+    pub fn admit(&self) -> Result<(), ApiError> {
+        if self.jobs.is_full() {
+            return Err(busy());
+        }
+        Ok(())
+    }
+
     pub fn hash(&self, password: &str) -> Result<String, ApiError> {
         let (tx, rx) = bounded(1);
         self.submit(Job::Hash(password.to_string(), tx))?;
@@ -84,13 +93,16 @@ impl Hasher {
         self.depth.fetch_add(1, Ordering::Relaxed);
         let refused = match self.jobs.try_send(job) {
             Ok(()) => return Ok(()),
-            Err(TrySendError::Full(_)) => ApiError::rate_limited(1)
-                .message("Too many sign-ins at once; try again in a second."),
+            Err(TrySendError::Full(_)) => busy(),
             Err(TrySendError::Disconnected(_)) => ApiError::internal("hash pool stopped"),
         };
         self.depth.fetch_sub(1, Ordering::Relaxed);
         Err(refused)
     }
+}
+
+fn busy() -> ApiError {
+    ApiError::rate_limited(1).message("Too many sign-ins at once; try again in a second.")
 }
 
 fn run(job: Job, dummy: &str, memory: &mut Memory) {

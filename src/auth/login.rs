@@ -22,6 +22,7 @@ pub fn post(app: &App, req: &Request) -> ApiResult<Reply> {
     let ip = req
         .client_ip(&app.config.trusted_proxies)
         .map_or("unknown".to_string(), |ip| ip.to_string());
+    app.hasher.admit()?;
     let by_ip = format!("login:{}:{ip}", email.as_str());
     let by_address = format!("login:{}", email.as_str());
 
