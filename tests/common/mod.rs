@@ -2,6 +2,8 @@
 //! `make test` (DATABASE_URL), and a small raw HTTP/1.1 client with a cookie jar.
 #![allow(dead_code)]
 
+pub mod smtp;
+
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
 use std::net::{SocketAddr, TcpStream};
