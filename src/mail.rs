@@ -27,6 +27,7 @@ use crate::app::App;
 use crate::config::Config;
 use crate::db::mail_tokens::{self, Purpose};
 use crate::db::{self, outbox, users};
+use crate::http::json::Email;
 
 /// Connect, greeting and every command of an SMTP conversation must finish within this.
 const SMTP_TIMEOUT: Duration = Duration::from_secs(10);
@@ -314,7 +315,8 @@ fn pause(app: &App, d: Duration) {
 
 enum Outcome {
     Sent,
-    /// Nothing to send any more (an address verified in the meantime).
+    /// Nothing to send: an address verified in the meantime, or a reset for an address that
+    /// has no account.
     Obsolete,
     Failed(SendError),
 }
@@ -351,9 +353,15 @@ fn attempt(
 ) -> Result<Outcome, postgres::Error> {
     let user = match due.user_id {
         Some(id) => users::find(tx, id)?,
-        None => None,
+        // Queued by address (password forgot): the account is looked up only now.
+        None => users::find_by_email(tx, &Email::normalise(&due.recipient))?,
     };
-    if due.kind == "verify_email" && user.as_ref().is_none_or(|u| u.email_verified) {
+    let obsolete = match due.kind.as_str() {
+        "verify_email" => user.as_ref().is_none_or(|u| u.email_verified),
+        "password_reset" => user.is_none(),
+        _ => false,
+    };
+    if obsolete {
         return Ok(Outcome::Obsolete);
     }
     let mut savepoint = tx.transaction()?;

@@ -269,6 +269,17 @@ fn forgot_mails_known_addresses_only_and_always_answers_204() {
     forgot(&mut anonymous, &unknown).expect(204);
     forgot(&mut anonymous, "not an address").expect_error(400, "invalid_input");
     assert_no_more_mail(&s.sink, &unknown, 0);
+    let queued: i64 = db()
+        .query_one(
+            "SELECT count(*) FROM outbox WHERE recipient = $1",
+            &[&unknown],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(
+        queued, 0,
+        "the row of an unknown address is dropped, not retried"
+    );
 }
 
 #[test]

@@ -11,6 +11,26 @@ pub fn enqueue(
     user_id: i64,
     recipient: &str,
 ) -> Result<i64, postgres::Error> {
+    insert(c, kind, Some(user_id), recipient)
+}
+
+/// Queues a mail for an address whether or not it has an account: the sender looks the account
+/// up and drops the row when there is none. The request that queues it cannot tell the two apart,
+/// so neither can its timing.
+pub fn enqueue_for_address(
+    c: &mut impl GenericClient,
+    kind: &str,
+    recipient: &str,
+) -> Result<i64, postgres::Error> {
+    insert(c, kind, None, recipient)
+}
+
+fn insert(
+    c: &mut impl GenericClient,
+    kind: &str,
+    user_id: Option<i64>,
+    recipient: &str,
+) -> Result<i64, postgres::Error> {
     let row = c.query_one(
         "INSERT INTO outbox (kind, user_id, recipient) VALUES ($1, $2, $3) RETURNING id",
         &[&kind, &user_id, &recipient],
