@@ -473,6 +473,35 @@ mod tests {
         }
     }
 
+    fn config(smtp_url: &str) -> Config {
+        let vars = [
+            ("DATABASE_URL", "postgres://a@b/c"),
+            ("CONSOLED_SMTP_URL", smtp_url),
+        ];
+        Config::from_vars(
+            vars.iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn a_bad_smtp_url_is_refused_at_start_without_showing_its_password() {
+        for url in [
+            "smtp://u:hunter2@[bad",
+            "ftp://u:hunter2@host",
+            "smtp://u:hunter2@h?tls=maybe",
+        ] {
+            let err = Mailer::from_config(&config(url)).err().expect(url);
+            assert!(
+                err.contains("CONSOLED_SMTP_URL") && !err.contains("hunter2"),
+                "{err}"
+            );
+        }
+        assert!(Mailer::from_config(&config("smtps://u:p%40ss@mail.example.com")).is_ok());
+    }
+
     #[test]
     fn backoff_doubles_up_to_five_minutes() {
         let first = Duration::from_secs(1);
