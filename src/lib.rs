@@ -12,6 +12,7 @@ pub mod error;
 pub mod events;
 pub mod hashing;
 pub mod http;
+pub mod mail;
 pub mod maintenance;
 pub mod metrics;
 pub mod ops;
@@ -78,6 +79,7 @@ pub fn serve(config: Config) -> Result<Service, String> {
 pub fn serve_on(config: Config, listener: std::net::TcpListener) -> Result<Service, String> {
     migrate(&config, Duration::from_secs(30))?;
     let pool = db::pool(&config)?;
+    let mailer = mail::Mailer::from_config(&config)?;
     let origins = config.origins().to_vec();
     let app = Arc::new(App {
         hasher: hashing::Hasher::start(config.hash_threads, config.hash_queue),
@@ -88,7 +90,10 @@ pub fn serve_on(config: Config, listener: std::net::TcpListener) -> Result<Servi
         stopping: Arc::new(AtomicBool::new(false)),
         config,
     });
-    let background = vec![maintenance::start(app.clone())];
+    let mut background = vec![maintenance::start(app.clone())];
+    if app.config.mail_sender {
+        background.push(mail::start(app.clone(), mailer));
+    }
     let server = server::Server::start(app.clone(), listener).map_err(|e| e.to_string())?;
     Ok(Service {
         app,

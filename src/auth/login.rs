@@ -60,6 +60,17 @@ pub fn post(app: &App, req: &Request) -> ApiResult<Reply> {
     Ok(response.into())
 }
 
+/// Forgets the failed sign-ins of an address, from every client (after a password reset).
+pub fn clear_failures(
+    c: &mut impl postgres::GenericClient,
+    email: &Email,
+) -> Result<(), postgres::Error> {
+    let by_address = format!("login:{}", email.as_str());
+    rate::clear(c, &by_address)?;
+    // The per-client buckets are `login:<address>:<ip>`; an address has no ':'.
+    rate::clear_prefix(c, &format!("{by_address}:"))
+}
+
 /// Revokes the current session (pending or full) and clears the cookie.
 pub fn logout(app: &App, req: &Request) -> ApiResult<Reply> {
     let session = match super::any_session(app, req) {

@@ -1,6 +1,7 @@
 //! The database: connection settings, the r2d2 pool, migrations, and one module per table.
 
 pub mod identities;
+pub mod mail_tokens;
 pub mod migrate;
 pub mod oauth_states;
 pub mod orgs;
