@@ -556,3 +556,44 @@ fn without_smtp_mails_are_eml_files_in_the_mail_dir() {
     verify(&mut c, &token).expect(204);
     assert!(email_verified(&mut c));
 }
+
+#[test]
+fn enabling_and_disabling_the_second_factor_are_announced_by_mail() {
+    use consoled::crypto::{base32_decode, totp_code, unix_now, TOTP_STEP};
+    let setup = with_sink(&[]);
+    let mut c = setup.server.client();
+    let (email, _) = c.signup();
+    let r = c.post("/auth/mfa/totp/setup", &json!({}));
+    r.expect(200);
+    let secret = base32_decode(r.json()["secret"].as_str().unwrap()).unwrap();
+    let step = unix_now() / TOTP_STEP;
+    c.post(
+        "/auth/mfa/totp/enable",
+        &json!({"code": totp_code(&secret, step)}),
+    )
+    .expect(200);
+    let subject_of = |m: &common::smtp::Received| {
+        m.data
+            .lines()
+            .find(|l| l.to_ascii_lowercase().starts_with("subject:"))
+            .unwrap_or("")
+            .to_ascii_lowercase()
+    };
+    // The verification mail of the signup comes too: wait for both.
+    let mails = setup.sink.wait_for(&email, 2, WAIT);
+    assert!(
+        mails.iter().any(|m| subject_of(m).contains("enabled")),
+        "{:?}",
+        mails.iter().map(subject_of).collect::<Vec<_>>()
+    );
+    c.post(
+        "/auth/mfa/totp/disable",
+        &json!({"code": totp_code(&secret, step + 1)}),
+    )
+    .expect(204);
+    let mails = setup.sink.wait_for(&email, 3, WAIT);
+    assert!(mails.iter().any(|m| subject_of(m).contains("disabled")));
+    assert!(mails
+        .iter()
+        .all(|m| !m.data.contains(&consoled::crypto::base32_encode(&secret))));
+}
