@@ -42,6 +42,10 @@ pub struct Config {
     pub smtp_url: Option<String>,
     pub mail_from: String,
     pub mail_dir: PathBuf,
+    /// First retry delay of a failed mail delivery; it doubles per attempt up to 5 minutes.
+    pub mail_retry: Duration,
+    /// Whether this instance runs a mail sender (any number of instances may).
+    pub mail_sender: bool,
     pub github: Option<ProviderConfig>,
     pub google: Option<ProviderConfig>,
     /// Limit for each call to an identity provider (connect, send, answer).
@@ -81,6 +85,7 @@ impl fmt::Debug for Config {
             .field("smtp_url", &self.smtp_url.as_deref().map(redact_url))
             .field("mail_from", &self.mail_from)
             .field("mail_dir", &self.mail_dir)
+            .field("mail_retry", &self.mail_retry)
             .field("github", &self.github)
             .field("google", &self.google)
             .field("oauth_timeout", &self.oauth_timeout)
@@ -164,6 +169,8 @@ impl Config {
                 .get("CONSOLED_MAIL_DIR")
                 .unwrap_or_else(|| "./mail".into())
                 .into(),
+            mail_retry: mail_retry(&env)?,
+            mail_sender: env.bool("CONSOLED_MAIL_SENDER", true)?,
             github: provider(&env, "GITHUB", GITHUB_DEFAULTS),
             google: provider(&env, "GOOGLE", GOOGLE_DEFAULTS),
             oauth_timeout: oauth_timeout(&env)?,
@@ -269,6 +276,16 @@ fn provider(env: &Env, name: &str, defaults: [&str; 3]) -> Option<ProviderConfig
             .trim_end_matches('/')
             .to_string(),
     })
+}
+
+fn mail_retry(env: &Env) -> Result<Duration, ConfigError> {
+    let secs: f64 = env.parse("CONSOLED_MAIL_RETRY_SECONDS", 1.0)?;
+    if !(0.01..=300.0).contains(&secs) {
+        return Err(ConfigError(
+            "CONSOLED_MAIL_RETRY_SECONDS must be between 0.01 and 300".into(),
+        ));
+    }
+    Ok(Duration::from_secs_f64(secs))
 }
 
 fn url_var(env: &Env, name: &str, default: &str) -> Result<String, ConfigError> {

@@ -12,6 +12,7 @@ pub mod error;
 pub mod events;
 pub mod hashing;
 pub mod http;
+pub mod mail;
 pub mod maintenance;
 pub mod metrics;
 pub mod ops;
@@ -78,6 +79,7 @@ pub fn serve(config: Config) -> Result<Service, String> {
 pub fn serve_on(config: Config, listener: std::net::TcpListener) -> Result<Service, String> {
     migrate(&config, Duration::from_secs(30))?;
     let pool = db::pool(&config)?;
+    let mailer = mail::Mailer::from_config(&config)?;
     let origins = config.origins().to_vec();
     let app = Arc::new(App {
         hasher: hashing::Hasher::start(config.hash_threads, config.hash_queue),
@@ -89,12 +91,15 @@ pub fn serve_on(config: Config, listener: std::net::TcpListener) -> Result<Servi
         config,
     });
     let spawned = |e: std::io::Error| format!("cannot start a background thread: {e}");
-    let background = vec![
+    let mut background = vec![
         maintenance::start(app.clone()),
         // Listening before serving: a stream opened right after start-up misses no change.
         events::listener::start(app.clone(), app.config.db_timeout).map_err(spawned)?,
         events::leases::start_keeper(app.clone()).map_err(spawned)?,
     ];
+    if app.config.mail_sender {
+        background.push(mail::start(app.clone(), mailer));
+    }
     let server = server::Server::start(app.clone(), listener).map_err(|e| e.to_string())?;
     Ok(Service {
         app,

@@ -28,3 +28,10 @@ pub fn metrics(app: &App, _req: &Request) -> ApiResult<Reply> {
     let text = app.metrics.render(&gauges);
     Ok(Response::text(200, "text/plain; version=0.0.4; charset=utf-8", text).into())
 }
+
+/// The OpenAPI 3.1 document of this service (`docs/openapi.json`).
+pub const OPENAPI: &str = include_str!("../docs/openapi.json");
+
+pub fn openapi(_app: &App, _req: &Request) -> ApiResult<Reply> {
+    Ok(Response::text(200, "application/json", OPENAPI).into())
+}

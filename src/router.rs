@@ -74,10 +74,35 @@ pub static ROUTES: &[Route] = &[
         "mfa_recovery_codes",
         auth::mfa::regenerate,
     ),
+    route(
+        Post,
+        "/auth/verify-email",
+        "verify_email",
+        auth::email::verify,
+    ),
+    route(
+        Post,
+        "/auth/verify-email/resend",
+        "verify_email_resend",
+        auth::email::resend,
+    ),
+    route(
+        Post,
+        "/auth/password/forgot",
+        "password_forgot",
+        auth::email::forgot,
+    ),
+    route(
+        Post,
+        "/auth/password/reset",
+        "password_reset",
+        auth::email::reset,
+    ),
     route(Get, "/v1/events", "events", events::get),
     route(Get, "/healthz", "healthz", ops::healthz),
     route(Get, "/readyz", "readyz", ops::readyz),
     route(Get, "/metrics", "metrics", ops::metrics),
+    route(Get, "/openapi.json", "openapi", ops::openapi),
 ];
 
 /// Test hook (CONSOLED_TEST_PANIC_ROUTE): proves that a panicking handler becomes a 500.

@@ -102,17 +102,14 @@ fn project_create_prints_the_project() {
     let server = TestServer::start();
     let (_, state) = server.client().signup();
     let org = state["organizations"][0]["id"].as_i64().unwrap();
-    let out = consoled(
-        &database_url(),
-        &[
-            "project",
-            "create",
-            "--org",
-            &org.to_string(),
-            "--name",
-            "web",
-        ],
-    );
+    let create = || {
+        let org = org.to_string();
+        consoled(
+            &database_url(),
+            &["project", "create", "--org", &org, "--name", "web"],
+        )
+    };
+    let out = create();
     assert!(
         out.status.success(),
         "{}",
@@ -122,17 +119,7 @@ fn project_create_prints_the_project() {
     assert_eq!(v["org_id"], org);
     assert_eq!(v["name"], "web");
     assert!(v["id"].as_i64().unwrap() > 0);
-    let again = consoled(
-        &database_url(),
-        &[
-            "project",
-            "create",
-            "--org",
-            &org.to_string(),
-            "--name",
-            "web",
-        ],
-    );
+    let again = create();
     assert_eq!(again.status.code(), Some(1), "duplicate name refused");
     let missing = consoled(
         &database_url(),

@@ -534,6 +534,37 @@ fn revoking_all_sessions_ends_every_stream_of_the_user() {
 }
 
 #[test]
+fn password_reset_ends_every_stream_of_the_user_within_a_second() {
+    let server = TestServer::start();
+    let (mut a, email) = {
+        let mut client = server.client();
+        let (email, _) = client.signup();
+        (client, email)
+    };
+    let cookie = format!("svc_session={}", a.cookies["svc_session"]);
+    let mut streams: Vec<Sse> = (0..2)
+        .map(|_| ready(sse::open(server.addr, &[("Cookie", &cookie)])))
+        .collect();
+    // A reset token as the mail would carry it (mail delivery is tested in tests/mail.rs).
+    let token = consoled::crypto::new_token();
+    db().execute(
+        "INSERT INTO mail_tokens (user_id, purpose, token_hash, email, expires_at)
+         SELECT id, 'password_reset', $2, email, now() + interval '1 hour' FROM users WHERE email = $1",
+        &[&email, &consoled::crypto::token_hash(&token)],
+    )
+    .unwrap();
+    let r = a.post(
+        "/auth/password/reset",
+        &json!({"token": token, "password": "a brand new secret"}),
+    );
+    r.expect(204);
+    for s in &mut streams {
+        let took = s.wait_end(Duration::from_secs(1)).expect("stream ended");
+        assert!(took < Duration::from_secs(1), "{took:?}");
+    }
+}
+
+#[test]
 fn token_revocation_ends_the_token_stream_within_a_second() {
     let server = TestServer::start();
     let a = account(&server);

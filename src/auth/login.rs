@@ -22,6 +22,7 @@ pub fn post(app: &App, req: &Request) -> ApiResult<Reply> {
     let ip = req
         .client_ip(&app.config.trusted_proxies)
         .map_or("unknown".to_string(), |ip| ip.to_string());
+    app.hasher.admit()?;
     let by_ip = format!("login:{}:{ip}", email.as_str());
     let by_address = format!("login:{}", email.as_str());
 
@@ -57,6 +58,17 @@ pub fn post(app: &App, req: &Request) -> ApiResult<Reply> {
     tx.commit()?;
     log::info!("login user_id={} mfa_pending={}", user.id, user.mfa_enabled);
     Ok(response.into())
+}
+
+/// Forgets the failed sign-ins of an address, from every client (after a password reset).
+pub fn clear_failures(
+    c: &mut impl postgres::GenericClient,
+    email: &Email,
+) -> Result<(), postgres::Error> {
+    let by_address = format!("login:{}", email.as_str());
+    rate::clear(c, &by_address)?;
+    // The per-client buckets are `login:<address>:<ip>`; an address has no ':'.
+    rate::clear_prefix(c, &format!("{by_address}:"))
 }
 
 /// Revokes the current session (pending or full) and clears the cookie.

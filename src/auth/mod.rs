@@ -3,6 +3,7 @@
 //! and the Auth state body.
 
 pub mod csrf;
+pub mod email;
 pub mod login;
 pub mod mfa;
 pub mod oauth;

@@ -18,6 +18,7 @@ pub fn post(app: &App, req: &Request) -> ApiResult<Reply> {
     let password = Password::parse(fields.string("password")?, "password")?;
     let name = parse_name(fields.string("name")?)?;
 
+    app.hasher.admit()?;
     // Count the attempt before the expensive hash, in its own short transaction.
     let ip = req.client_ip(&app.config.trusted_proxies);
     {

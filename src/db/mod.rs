@@ -2,6 +2,7 @@
 
 pub mod identities;
 pub mod leases;
+pub mod mail_tokens;
 pub mod migrate;
 pub mod oauth_states;
 pub mod orgs;

@@ -1,12 +1,34 @@
 //! Table `outbox`: mails queued in the transaction that causes them, delivered by the sender
 //! thread. A row names the kind of mail and its user; any token is minted when it is sent.
 
+use std::time::Duration;
+
 use postgres::GenericClient;
 
 pub fn enqueue(
     c: &mut impl GenericClient,
     kind: &str,
     user_id: i64,
+    recipient: &str,
+) -> Result<i64, postgres::Error> {
+    insert(c, kind, Some(user_id), recipient)
+}
+
+/// Queues a mail for an address whether or not it has an account: the sender looks the account
+/// up and drops the row when there is none. The request that queues it cannot tell the two apart,
+/// so neither can its timing.
+pub fn enqueue_for_address(
+    c: &mut impl GenericClient,
+    kind: &str,
+    recipient: &str,
+) -> Result<i64, postgres::Error> {
+    insert(c, kind, None, recipient)
+}
+
+fn insert(
+    c: &mut impl GenericClient,
+    kind: &str,
+    user_id: Option<i64>,
     recipient: &str,
 ) -> Result<i64, postgres::Error> {
     let row = c.query_one(
@@ -19,4 +41,64 @@ pub fn enqueue(
         &[&row.get::<_, i64>(0).to_string()],
     )?;
     Ok(row.get(0))
+}
+
+/// A queued mail that is due, locked by the transaction that claimed it.
+#[derive(Debug, Clone)]
+pub struct Due {
+    pub id: i64,
+    pub kind: String,
+    pub user_id: Option<i64>,
+    pub recipient: String,
+    pub attempts: i32,
+}
+
+/// Claims the oldest due row for the caller's transaction. Rows another instance is sending are
+/// skipped, never waited for, so no row is sent twice and no sender blocks another.
+pub fn claim_due(c: &mut impl GenericClient) -> Result<Option<Due>, postgres::Error> {
+    let row = c.query_opt(
+        "SELECT id, kind, user_id, recipient, attempts FROM outbox
+          WHERE next_attempt_at <= now()
+          ORDER BY next_attempt_at, id
+          LIMIT 1 FOR UPDATE SKIP LOCKED",
+        &[],
+    )?;
+    Ok(row.map(|r| Due {
+        id: r.get(0),
+        kind: r.get(1),
+        user_id: r.get(2),
+        recipient: r.get(3),
+        attempts: r.get(4),
+    }))
+}
+
+pub fn delete(c: &mut impl GenericClient, id: i64) -> Result<(), postgres::Error> {
+    c.execute("DELETE FROM outbox WHERE id = $1", &[&id])?;
+    Ok(())
+}
+
+/// Records a failed attempt and when to try again. `error` must not contain a secret.
+pub fn defer(
+    c: &mut impl GenericClient,
+    id: i64,
+    delay: Duration,
+    error: &str,
+) -> Result<(), postgres::Error> {
+    c.execute(
+        "UPDATE outbox SET attempts = attempts + 1, last_error = $3,
+                next_attempt_at = now() + make_interval(secs => $2)
+          WHERE id = $1",
+        &[&id, &delay.as_secs_f64(), &error],
+    )?;
+    Ok(())
+}
+
+/// Time until the earliest row is due (zero when one is due now); `None` when the outbox is empty.
+pub fn next_due_in(c: &mut impl GenericClient) -> Result<Option<Duration>, postgres::Error> {
+    let row = c.query_one(
+        "SELECT extract(epoch FROM min(next_attempt_at) - now())::float8 FROM outbox",
+        &[],
+    )?;
+    let secs: Option<f64> = row.get(0);
+    Ok(secs.map(|s| Duration::from_secs_f64(s.max(0.0))))
 }

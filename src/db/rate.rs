@@ -64,6 +64,15 @@ pub fn clear(c: &mut impl GenericClient, bucket: &str) -> Result<(), postgres::E
     Ok(())
 }
 
+/// Deletes every bucket whose name starts with `prefix`.
+pub fn clear_prefix(c: &mut impl GenericClient, prefix: &str) -> Result<(), postgres::Error> {
+    c.execute(
+        "DELETE FROM rate_events WHERE starts_with(bucket, $1)",
+        &[&prefix],
+    )?;
+    Ok(())
+}
+
 /// Drops events older than the longest window in use (24 hours).
 pub fn purge_old(c: &mut impl GenericClient) -> Result<u64, postgres::Error> {
     c.execute(

@@ -131,11 +131,13 @@ pub fn delete_for_user(
     )
 }
 
-/// Deletes expired sessions (their streams end through the delete trigger).
+/// Deletes sessions past their absolute end, and idle ones a day after their idle end: validity is
+/// decided when a session is used, so this is only clean-up, kept well clear of the idle timeout
+/// (instances with different settings may share a database).
 pub fn purge_expired(c: &mut impl GenericClient, idle: Duration) -> Result<u64, postgres::Error> {
     c.execute(
         "DELETE FROM sessions WHERE expires_at <= now()
-            OR (NOT mfa_pending AND last_seen_at <= now() - make_interval(secs => $1))",
+            OR (NOT mfa_pending AND last_seen_at <= now() - make_interval(secs => $1) - interval '1 day')",
         &[&idle.as_secs_f64()],
     )
 }

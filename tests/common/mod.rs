@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod fake_idp;
+pub mod smtp;
 pub mod sse;
 
 use std::collections::HashMap;
@@ -119,6 +120,9 @@ pub fn test_config(mail_dir: &std::path::Path, extra: &[(&str, &str)]) -> Config
     vars.insert("CONSOLED_DB_POOL".into(), "4".into());
     vars.insert("CONSOLED_WORKERS".into(), "8".into());
     vars.insert("CONSOLED_HASH_THREADS".into(), "1".into());
+    // Every test server shares one database, and a sender takes any due mail: only the mail
+    // tests (which run one at a time) turn it on.
+    vars.insert("CONSOLED_MAIL_SENDER".into(), "false".into());
     for (k, v) in extra {
         vars.insert(k.to_string(), v.to_string());
     }

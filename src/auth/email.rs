@@ -1,0 +1,144 @@
+//! Email verification and password reset: `POST /auth/verify-email`, `/auth/verify-email/resend`,
+//! `/auth/password/forgot` and `/auth/password/reset`.
+//!
+//! Handlers only queue mails (`outbox`) in their transaction; the sender thread mints the link
+//! tokens and talks to the mail server (src/mail.rs), so no request waits on SMTP.
+
+use std::time::Duration;
+
+use crate::app::{App, Reply};
+use crate::db::mail_tokens::{self, Live, Purpose};
+use crate::db::{self, outbox, rate, sessions, users};
+use crate::error::{ApiError, ApiResult, Code};
+use crate::http::json::{Email, Fields, Password};
+use crate::http::{Request, Response};
+
+const RESEND_LIMITS: [(&str, i64, Duration); 2] = [
+    ("minute", 1, Duration::from_secs(60)),
+    ("day", 5, Duration::from_secs(24 * 3600)),
+];
+const RESET_MAILS_PER_ADDRESS: i64 = 3;
+const RESET_MAIL_WINDOW: Duration = Duration::from_secs(3600);
+
+fn invalid_token() -> ApiError {
+    ApiError::new(Code::InvalidToken)
+}
+
+/// The `token` field; anything that cannot be one of our tokens is refused without a query.
+fn token_field(fields: &Fields) -> ApiResult<&str> {
+    let token = fields.string("token")?;
+    if !super::is_token_shaped(token) {
+        return Err(invalid_token());
+    }
+    Ok(token)
+}
+
+/// `POST /auth/verify-email {token}`: marks the address the link was sent to as verified.
+pub fn verify(app: &App, req: &Request) -> ApiResult<Reply> {
+    let fields = Fields::parse(&req.body)?;
+    let token = token_field(&fields)?;
+    let mut c = db::conn(&app.pool)?;
+    let mut tx = c.transaction()?;
+    let live =
+        mail_tokens::consume(&mut tx, token, Purpose::VerifyEmail)?.ok_or_else(invalid_token)?;
+    let user_id = owner(&mut tx, &live)?;
+    // The users trigger announces the `user` change when the flag flips.
+    users::mark_verified(&mut tx, user_id)?;
+    tx.commit()?;
+    log::info!("email verified user_id={user_id}");
+    Ok(Response::empty(204).into())
+}
+
+/// The user of a token, if the account still has the address the token was sent to.
+fn owner(c: &mut impl postgres::GenericClient, live: &Live) -> ApiResult<i64> {
+    match users::find(c, live.user_id)? {
+        Some(user) if user.email == live.email => Ok(user.id),
+        _ => Err(invalid_token()),
+    }
+}
+
+/// `POST /auth/verify-email/resend`: queues a fresh verification mail, rate limited per user.
+pub fn resend(app: &App, req: &Request) -> ApiResult<Reply> {
+    let session = super::require_session(app, req)?;
+    let mut c = db::conn(&app.pool)?;
+    let mut tx = c.transaction()?;
+    let user =
+        users::find(&mut tx, session.user_id)?.ok_or_else(|| ApiError::new(Code::Unauthorized))?;
+    if user.email_verified {
+        return Ok(Response::empty(204).into());
+    }
+    let buckets: Vec<String> = RESEND_LIMITS
+        .iter()
+        .map(|(name, _, _)| format!("verify-resend:{name}:{}", user.id))
+        .collect();
+    let mut wait = None;
+    for (bucket, (_, limit, window)) in buckets.iter().zip(RESEND_LIMITS) {
+        rate::lock(&mut tx, bucket)?;
+        wait = wait.max(rate::blocked(&mut tx, bucket, limit, window)?);
+    }
+    if let Some(wait) = wait {
+        return Err(ApiError::rate_limited(wait)
+            .message("A verification mail was sent recently; try again later."));
+    }
+    for bucket in &buckets {
+        rate::record(&mut tx, bucket)?;
+    }
+    outbox::enqueue(&mut tx, "verify_email", user.id, &user.email)?;
+    tx.commit()?;
+    log::info!("verification mail queued user_id={}", user.id);
+    Ok(Response::empty(204).into())
+}
+
+/// `POST /auth/password/forgot {email}`: 204 whatever the address. The request never looks
+/// the address up: it counts and queues in the same way for every address, and the sender
+/// thread drops the row of an address without an account. So the answer and its timing are the
+/// same; nothing is hashed and no mail is sent inline.
+pub fn forgot(app: &App, req: &Request) -> ApiResult<Reply> {
+    let fields = Fields::parse(&req.body)?;
+    let email = Email::parse(fields.string("email")?)?;
+    let mut c = db::conn(&app.pool)?;
+    let mut tx = c.transaction()?;
+    let bucket = format!("reset-mail:{}", email.as_str());
+    let wait = rate::take(&mut tx, &bucket, RESET_MAILS_PER_ADDRESS, RESET_MAIL_WINDOW)?;
+    // Past the cap the request is dropped silently, whether the address has an account or not.
+    if wait.is_none() {
+        outbox::enqueue_for_address(&mut tx, "password_reset", email.as_str())?;
+    }
+    tx.commit()?;
+    Ok(Response::empty(204).into())
+}
+
+/// `POST /auth/password/reset {token, password}`: replaces the password, marks the address
+/// verified and ends every session of the user. It never signs anyone in.
+pub fn reset(app: &App, req: &Request) -> ApiResult<Reply> {
+    let fields = Fields::parse(&req.body)?;
+    let token = token_field(&fields)?;
+    let password = Password::parse(fields.string("password")?, "password")?;
+    {
+        // A cheap look first, so that a wrong token costs no password hash.
+        let mut c = db::conn(&app.pool)?;
+        mail_tokens::find_live(&mut *c, token, Purpose::PasswordReset)?
+            .ok_or_else(invalid_token)?;
+    }
+    // No connection is held while hashing.
+    let hash = app.hasher.hash(password.as_str())?;
+
+    let mut c = db::conn(&app.pool)?;
+    let mut tx = c.transaction()?;
+    // Using the token is the atomic step: of two concurrent resets with one token, one wins.
+    let live =
+        mail_tokens::consume(&mut tx, token, Purpose::PasswordReset)?.ok_or_else(invalid_token)?;
+    let user_id = owner(&mut tx, &live)?;
+    users::set_password(&mut tx, user_id, &hash)?;
+    users::mark_verified(&mut tx, user_id)?;
+    mail_tokens::void_unused(&mut tx, user_id, Purpose::PasswordReset)?;
+    // Deleting the sessions also ends their event streams (trigger).
+    let ended = sessions::delete_for_user(&mut tx, user_id, None)?;
+    // The failed sign-ins guarded the old password; they must not lock out the new one.
+    super::login::clear_failures(&mut tx, &Email::normalise(&live.email))?;
+    tx.commit()?;
+    log::info!("password reset user_id={user_id} sessions_ended={ended}");
+    Ok(Response::empty(204)
+        .header("Set-Cookie", super::clear_session_cookie(app))
+        .into())
+}
