@@ -206,9 +206,15 @@ fn run_flow(server: &Server, b: &Browser) {
     });
 
     // The stream: `ready` makes the page reload, then a change appears at the top of the list.
-    b.wait("`ready` from /v1/events", STEP, |b| {
+    let ready = b.try_wait(STEP, |b| {
         b.text("#stream-status").starts_with("ready: reloaded at ")
     });
+    assert!(
+        ready,
+        "no `ready` from /v1/events within {STEP:?}; the page says {:?} \
+         (\"refused\": GET /v1/events answered an error instead of a stream)",
+        b.text("#stream-status")
+    );
     let org: i64 = b.text("#orgs tr td").parse().expect("an organization id");
     let project = personal_project(org);
     let id = 900_000 + i64::from(std::process::id() % 100_000);

@@ -188,14 +188,22 @@ impl Browser {
 
     /// Waits up to `limit` for `check` to hold; panics with `what` otherwise.
     pub fn wait(&self, what: &str, limit: Duration, check: impl Fn(&Browser) -> bool) {
+        assert!(
+            self.try_wait(limit, check),
+            "timed out after {limit:?} waiting for {what}"
+        );
+    }
+
+    /// Whether `check` held within `limit`.
+    pub fn try_wait(&self, limit: Duration, check: impl Fn(&Browser) -> bool) -> bool {
         let deadline = Instant::now() + limit;
         while !check(self) {
-            assert!(
-                Instant::now() < deadline,
-                "timed out after {limit:?} waiting for {what}"
-            );
+            if Instant::now() >= deadline {
+                return false;
+            }
             std::thread::sleep(Duration::from_millis(100));
         }
+        true
     }
 
     /// The value of a cookie the browser holds for the current page (HttpOnly ones too).
