@@ -10,3 +10,7 @@ echo
 echo "### Logins (benches/login.rs)"
 echo
 cargo bench --locked --bench login 2>/dev/null
+echo
+echo "### Event streams (benches/streams.rs)"
+echo
+cargo bench --locked --bench streams 2>/dev/null

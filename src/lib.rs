@@ -91,7 +91,13 @@ pub fn serve_on(config: Config, listener: std::net::TcpListener) -> Result<Servi
         stopping: Arc::new(AtomicBool::new(false)),
         config,
     });
-    let mut background = vec![maintenance::start(app.clone())];
+    let spawned = |e: std::io::Error| format!("cannot start a background thread: {e}");
+    let mut background = vec![
+        maintenance::start(app.clone()),
+        // Listening before serving: a stream opened right after start-up misses no change.
+        events::listener::start(app.clone(), app.config.db_timeout).map_err(spawned)?,
+        events::leases::start_keeper(app.clone()).map_err(spawned)?,
+    ];
     if app.config.mail_sender {
         background.push(mail::start(app.clone(), mailer));
     }

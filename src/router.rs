@@ -6,6 +6,7 @@ use crate::app::{App, Reply};
 use crate::auth;
 use crate::demo;
 use crate::error::{ApiError, ApiResult, Code};
+use crate::events;
 use crate::http::{csrf, Method, Request, Response};
 use crate::ops;
 
@@ -99,6 +100,7 @@ pub static ROUTES: &[Route] = &[
         "password_reset",
         auth::email::reset,
     ),
+    route(Get, "/v1/events", "events", events::get),
     route(Get, "/healthz", "healthz", ops::healthz),
     route(Get, "/readyz", "readyz", ops::readyz),
     route(Get, "/metrics", "metrics", ops::metrics),

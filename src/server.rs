@@ -59,8 +59,15 @@ struct Shared {
 }
 
 struct StreamEntry {
-    ender: Ender,
+    /// `None` while the stream request is still being handled (its plan does not exist yet).
+    ender: Option<Ender>,
     held: Vec<tiny_http::Request>,
+}
+
+/// Requests that may become a stream: a request pipelined behind one must wait for it even
+/// before the stream has started, or it would block its worker on tiny_http's ordered writer.
+fn may_stream(rq: &tiny_http::Request) -> bool {
+    rq.url().split('?').next() == Some("/v1/events")
 }
 
 /// Listening socket with the options its accepted sockets inherit.
@@ -131,7 +138,9 @@ impl Server {
             join_until(w, deadline);
         }
         for entry in self.shared.streams.lock().unwrap().values() {
-            entry.ender.end();
+            if let Some(ender) = &entry.ender {
+                ender.end();
+            }
         }
         let threads: Vec<_> = self
             .shared
@@ -241,9 +250,18 @@ fn take(shared: &Arc<Shared>, rq: tiny_http::Request) {
     if let Some(peer) = rq.remote_addr().copied() {
         let mut streams = shared.streams.lock().unwrap();
         if let Some(entry) = streams.get_mut(&peer) {
-            entry.ender.end();
+            if let Some(ender) = &entry.ender {
+                ender.end();
+            }
             entry.held.push(rq);
             return;
+        }
+        if may_stream(&rq) {
+            let entry = StreamEntry {
+                ender: None,
+                held: Vec::new(),
+            };
+            streams.insert(peer, entry);
         }
     }
     if rq.body_length().is_some_and(|n| n > MAX_BODY) {
@@ -276,6 +294,7 @@ fn handle(shared: &Arc<Shared>, mut rq: tiny_http::Request) {
         Err(e) => ("unread", Err(e)),
     };
     let path = rq.url().split('?').next().unwrap_or("").to_string();
+    let peer = rq.remote_addr().copied().filter(|_| may_stream(&rq));
     match outcome {
         Ok((Reply::Stream(plan), _)) => {
             app.metrics.observe(route, 200, started.elapsed());
@@ -285,13 +304,27 @@ fn handle(shared: &Arc<Shared>, mut rq: tiny_http::Request) {
             app.metrics
                 .observe(route, response.status, started.elapsed());
             respond(rq, router::finish(&path, response));
+            answer_held(shared, peer);
         }
         Err(e) => {
             log_error(route, &e);
             app.metrics
                 .observe(route, e.code.status(), started.elapsed());
             respond(rq, router::finish(&path, Response::from_error(&e)));
+            answer_held(shared, peer);
         }
+    }
+}
+
+/// Answers, in order, the requests held behind a stream request (that did not become a stream,
+/// or whose stream ended).
+fn answer_held(shared: &Arc<Shared>, peer: Option<SocketAddr>) {
+    let held = peer
+        .and_then(|p| shared.streams.lock().unwrap().remove(&p))
+        .map(|e| e.held)
+        .unwrap_or_default();
+    for rq in held {
+        handle(shared, rq);
     }
 }
 
@@ -384,14 +417,19 @@ fn start_stream(shared: &Arc<Shared>, rq: tiny_http::Request, plan: StreamPlan) 
         .and_then(|()| writer.flush())
         .is_err()
     {
+        answer_held(shared, peer);
         return;
     }
     if let Some(peer) = peer {
-        let entry = StreamEntry {
-            ender: plan.ender(),
+        let mut streams = shared.streams.lock().unwrap();
+        let entry = streams.entry(peer).or_insert(StreamEntry {
+            ender: None,
             held: Vec::new(),
-        };
-        shared.streams.lock().unwrap().insert(peer, entry);
+        });
+        entry.ender = Some(plan.ender());
+        if !entry.held.is_empty() {
+            plan.ender().end();
+        }
     }
     let shared2 = shared.clone();
     let spawned = thread::Builder::new()
@@ -406,13 +444,7 @@ fn start_stream(shared: &Arc<Shared>, rq: tiny_http::Request, plan: StreamPlan) 
             body.finish();
             drop(body);
             // Requests pipelined behind the stream are answered now, in order.
-            let held = peer
-                .and_then(|p| shared2.streams.lock().unwrap().remove(&p))
-                .map(|e| e.held)
-                .unwrap_or_default();
-            for rq in held {
-                handle(&shared2, rq);
-            }
+            answer_held(&shared2, peer);
         });
     match spawned {
         Ok(t) => {
@@ -420,7 +452,10 @@ fn start_stream(shared: &Arc<Shared>, rq: tiny_http::Request, plan: StreamPlan) 
             threads.retain(|t| !t.is_finished());
             threads.push(t);
         }
-        Err(e) => log::error!("cannot start a stream thread: {e}"),
+        Err(e) => {
+            log::error!("cannot start a stream thread: {e}");
+            answer_held(shared, peer);
+        }
     }
 }
 

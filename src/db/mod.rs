@@ -1,6 +1,7 @@
 //! The database: connection settings, the r2d2 pool, migrations, and one module per table.
 
 pub mod identities;
+pub mod leases;
 pub mod mail_tokens;
 pub mod migrate;
 pub mod oauth_states;
@@ -12,6 +13,7 @@ pub mod sessions;
 pub mod tokens;
 pub mod totp;
 pub mod users;
+pub mod visibility;
 
 use std::time::Duration;
 

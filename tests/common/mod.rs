@@ -4,6 +4,7 @@
 
 pub mod fake_idp;
 pub mod smtp;
+pub mod sse;
 pub mod webdriver;
 
 use std::collections::HashMap;

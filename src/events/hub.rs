@@ -1,0 +1,516 @@
+//! The subscriber hub: routes each change to exactly the streams allowed to see it, through
+//! indexes by project (token streams), organization and user (session streams), so a change never
+//! scans every open stream. Also ends streams by session or token, and tells all streams to resync.
+//!
+//! Only the listener thread routes; handlers subscribe and stream threads unsubscribe. The lock is
+//! never held across I/O: deliveries are `try_send` on bounded channels, after the lock is released.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use crossbeam_channel::{Receiver, Sender, TrySendError};
+
+use super::leases::LeaseBook;
+use super::Change;
+
+/// What a stream thread receives.
+pub enum Msg {
+    /// A formatted `change` event, shared by every stream that gets it.
+    Event(Arc<str>),
+    /// Look at the flags (ended, dropped).
+    Wake,
+}
+
+/// Signals to a stream thread that travel beside its queue (they must get through when it is full).
+#[derive(Default)]
+pub struct Flags {
+    pub ended: AtomicBool,
+    pub dropped: AtomicBool,
+}
+
+/// Whose stream it is.
+#[derive(Debug, Clone, Copy)]
+pub enum Scope {
+    Token { token_id: i64, project_id: i64 },
+    Session { session_id: i64, user_id: i64 },
+}
+
+struct Sub {
+    scope: Scope,
+    tx: Sender<Msg>,
+    flags: Arc<Flags>,
+}
+
+impl Sub {
+    /// Queues an event; a full queue marks the stream for `resync` instead of blocking.
+    /// Returns false when the event was dropped.
+    fn deliver(&self, event: &Arc<str>) -> bool {
+        match self.tx.try_send(Msg::Event(event.clone())) {
+            Ok(()) | Err(TrySendError::Disconnected(_)) => true,
+            Err(TrySendError::Full(_)) => {
+                self.flag_resync();
+                false
+            }
+        }
+    }
+
+    fn flag_resync(&self) {
+        self.flags.dropped.store(true, Ordering::SeqCst);
+        // The queue may have drained since; make sure a waiting thread looks at the flag.
+        let _ = self.tx.try_send(Msg::Wake);
+    }
+
+    fn end(&self) {
+        self.flags.ended.store(true, Ordering::SeqCst);
+        let _ = self.tx.try_send(Msg::Wake);
+    }
+}
+
+/// A user with open session streams on this instance.
+#[derive(Default)]
+struct UserEntry {
+    orgs: HashSet<i64>,
+    streams: HashSet<u64>,
+    /// False until the organizations were read once.
+    loaded: bool,
+    /// Bumped by every (re)load, so an older read never overwrites a newer one.
+    version: u64,
+}
+
+#[derive(Default)]
+struct Index {
+    subs: HashMap<u64, Arc<Sub>>,
+    by_project: HashMap<i64, HashSet<u64>>,
+    by_token: HashMap<i64, HashSet<u64>>,
+    by_session: HashMap<i64, HashSet<u64>>,
+    users: HashMap<i64, UserEntry>,
+    /// Organization -> users (with session streams) who belong to it.
+    by_org: HashMap<i64, HashSet<i64>>,
+    /// Project -> organization, learnt from the database when a change names only the project.
+    project_org: HashMap<i64, i64>,
+    /// Memberships that just ended: the `membership` change announcing it still reaches the
+    /// former member (the trigger sends `u:` first, and the reload already removed the org).
+    just_left: HashMap<i64, HashSet<i64>>,
+}
+
+pub struct Hub {
+    index: Mutex<Index>,
+    next_id: AtomicU64,
+    pub leases: Arc<LeaseBook>,
+}
+
+impl Default for Hub {
+    fn default() -> Hub {
+        Hub::new()
+    }
+}
+
+/// A stream's end of the hub; unsubscribes on drop.
+pub struct Subscription {
+    hub: Arc<Hub>,
+    id: u64,
+    pub rx: Receiver<Msg>,
+    pub tx: Sender<Msg>,
+    pub flags: Arc<Flags>,
+}
+
+impl Drop for Subscription {
+    fn drop(&mut self) {
+        self.hub.unsubscribe(self.id);
+    }
+}
+
+/// Outcome of routing one change.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Routed {
+    pub delivered: usize,
+    pub dropped: usize,
+}
+
+fn add(map: &mut HashMap<i64, HashSet<u64>>, key: i64, id: u64) {
+    map.entry(key).or_default().insert(id);
+}
+
+fn remove<T: Eq + std::hash::Hash>(map: &mut HashMap<i64, HashSet<T>>, key: i64, v: &T) {
+    if let Some(set) = map.get_mut(&key) {
+        set.remove(v);
+        if set.is_empty() {
+            map.remove(&key);
+        }
+    }
+}
+
+impl Hub {
+    pub fn new() -> Hub {
+        Hub {
+            index: Mutex::new(Index::default()),
+            next_id: AtomicU64::new(1),
+            leases: Arc::new(LeaseBook::new()),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Index> {
+        // A panic elsewhere must not take every stream down with it.
+        self.index.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Registers a stream with a queue of `capacity` changes. For a session stream whose user has
+    /// no other stream here, also returns the version to pass to `set_orgs` after reading the
+    /// user's organizations.
+    pub fn subscribe(
+        self: &Arc<Self>,
+        scope: Scope,
+        capacity: usize,
+    ) -> (Subscription, Option<u64>) {
+        let (tx, rx) = crossbeam_channel::bounded(capacity);
+        let flags = Arc::new(Flags::default());
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let sub = Arc::new(Sub {
+            scope,
+            tx: tx.clone(),
+            flags: flags.clone(),
+        });
+        let mut ix = self.lock();
+        ix.subs.insert(id, sub);
+        let needs_orgs = match scope {
+            Scope::Token {
+                token_id,
+                project_id,
+            } => {
+                add(&mut ix.by_project, project_id, id);
+                add(&mut ix.by_token, token_id, id);
+                None
+            }
+            Scope::Session {
+                session_id,
+                user_id,
+            } => {
+                add(&mut ix.by_session, session_id, id);
+                let user = ix.users.entry(user_id).or_default();
+                user.streams.insert(id);
+                (!user.loaded).then_some(user.version)
+            }
+        };
+        drop(ix);
+        let subscription = Subscription {
+            hub: self.clone(),
+            id,
+            rx,
+            tx,
+            flags,
+        };
+        (subscription, needs_orgs)
+    }
+
+    fn unsubscribe(&self, id: u64) {
+        let mut ix = self.lock();
+        let Some(sub) = ix.subs.remove(&id) else {
+            return;
+        };
+        match sub.scope {
+            Scope::Token {
+                token_id,
+                project_id,
+            } => {
+                remove(&mut ix.by_project, project_id, &id);
+                remove(&mut ix.by_token, token_id, &id);
+            }
+            Scope::Session {
+                session_id,
+                user_id,
+            } => {
+                remove(&mut ix.by_session, session_id, &id);
+                let gone = ix.users.get_mut(&user_id).is_some_and(|u| {
+                    u.streams.remove(&id);
+                    u.streams.is_empty()
+                });
+                if gone {
+                    let user = ix.users.remove(&user_id).unwrap_or_default();
+                    for org in user.orgs {
+                        remove(&mut ix.by_org, org, &user_id);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Starts a reload of a user's organizations (their membership changed). Returns the version
+    /// to pass to `set_orgs`, or `None` when the user has no stream here.
+    pub fn begin_reload(&self, user_id: i64) -> Option<u64> {
+        let mut ix = self.lock();
+        let user = ix.users.get_mut(&user_id)?;
+        user.version += 1;
+        Some(user.version)
+    }
+
+    /// `begin_reload` for every user with a stream here (after the listener reconnected).
+    pub fn begin_reload_all(&self) -> Vec<(i64, u64)> {
+        let mut ix = self.lock();
+        ix.users
+            .iter_mut()
+            .map(|(id, user)| {
+                user.version += 1;
+                (*id, user.version)
+            })
+            .collect()
+    }
+
+    /// Ids of the sessions and tokens with streams here.
+    pub fn principals(&self) -> (Vec<i64>, Vec<i64>) {
+        let ix = self.lock();
+        (
+            ix.by_session.keys().copied().collect(),
+            ix.by_token.keys().copied().collect(),
+        )
+    }
+
+    /// Sets a user's organizations unless a newer read was set since `version` was handed out.
+    pub fn set_orgs(&self, user_id: i64, orgs: &[i64], version: u64) {
+        let mut ix = self.lock();
+        let Some(user) = ix.users.get_mut(&user_id) else {
+            return;
+        };
+        if user.version != version {
+            return;
+        }
+        user.version += 1;
+        let was_loaded = std::mem::replace(&mut user.loaded, true);
+        let new: HashSet<i64> = orgs.iter().copied().collect();
+        let old = std::mem::replace(&mut user.orgs, new.clone());
+        for org in old.difference(&new) {
+            remove(&mut ix.by_org, *org, &user_id);
+            if was_loaded {
+                ix.just_left.entry(*org).or_default().insert(user_id);
+            }
+        }
+        for org in new.difference(&old) {
+            ix.by_org.entry(*org).or_default().insert(user_id);
+            remove(&mut ix.just_left, *org, &user_id);
+        }
+    }
+
+    /// The project whose organization must be looked up before `change` can be routed: a change
+    /// that names a project but no organization, while session streams are open.
+    pub fn unknown_project(&self, change: &Change) -> Option<i64> {
+        let project = change.project_id?;
+        let ix = self.lock();
+        let needed = change.org_id.is_none()
+            && !ix.users.is_empty()
+            && !ix.project_org.contains_key(&project);
+        needed.then_some(project)
+    }
+
+    pub fn remember_project(&self, project_id: i64, org_id: i64) {
+        self.lock().project_org.insert(project_id, org_id);
+    }
+
+    /// Queues `change` on every stream allowed to see it.
+    pub fn route(&self, change: &Change) -> Routed {
+        let targets = self.targets(change);
+        if targets.is_empty() {
+            return Routed::default();
+        }
+        let event: Arc<str> = change.event().into();
+        let mut routed = Routed::default();
+        for sub in targets {
+            if sub.deliver(&event) {
+                routed.delivered += 1;
+            } else {
+                routed.dropped += 1;
+            }
+        }
+        routed
+    }
+
+    fn targets(&self, change: &Change) -> Vec<Arc<Sub>> {
+        let mut ix = self.lock();
+        let mut ids: Vec<u64> = Vec::new();
+        if let Some(project) = change.project_id {
+            ids.extend(ix.by_project.get(&project).into_iter().flatten());
+        }
+        // The organization a session stream must belong to; a change's own org_id is trusted
+        // (the caller announces the resource's project and organization).
+        let org = change.org_id.or_else(|| {
+            change
+                .project_id
+                .and_then(|p| ix.project_org.get(&p).copied())
+        });
+        let mut users: Vec<i64> = Vec::new();
+        if let Some(org) = org {
+            users.extend(ix.by_org.get(&org).into_iter().flatten());
+            if change.kind == "membership" {
+                users.extend(ix.just_left.remove(&org).into_iter().flatten());
+            }
+        }
+        if change.kind == "user" {
+            users.push(change.id);
+        }
+        for user in users {
+            if let Some(entry) = ix.users.get(&user) {
+                ids.extend(entry.streams.iter());
+            }
+        }
+        ids.sort_unstable();
+        ids.dedup();
+        ids.iter()
+            .filter_map(|id| ix.subs.get(id).cloned())
+            .collect()
+    }
+
+    /// Ends the streams of a session (logout, reset, expiry).
+    pub fn end_session(&self, session_id: i64) -> usize {
+        self.end_where(|ix| ix.by_session.get(&session_id))
+    }
+
+    /// Ends the streams of an API token (revoked or deleted).
+    pub fn end_token(&self, token_id: i64) -> usize {
+        self.end_where(|ix| ix.by_token.get(&token_id))
+    }
+
+    fn end_where(&self, pick: impl Fn(&Index) -> Option<&HashSet<u64>>) -> usize {
+        let ix = self.lock();
+        let subs: Vec<Arc<Sub>> = pick(&ix)
+            .into_iter()
+            .flatten()
+            .filter_map(|id| ix.subs.get(id).cloned())
+            .collect();
+        drop(ix);
+        subs.iter().for_each(|s| s.end());
+        subs.len()
+    }
+
+    pub fn has_session(&self, session_id: i64) -> bool {
+        self.lock().by_session.contains_key(&session_id)
+    }
+
+    /// Tells every stream to send `resync` (changes may have been missed).
+    pub fn resync_all(&self) -> usize {
+        let subs: Vec<Arc<Sub>> = self.lock().subs.values().cloned().collect();
+        subs.iter().for_each(|s| s.flag_resync());
+        subs.len()
+    }
+
+    pub fn open_streams(&self) -> usize {
+        self.lock().subs.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn change(kind: &str, id: i64, project: Option<i64>, org: Option<i64>) -> Change {
+        Change {
+            kind: kind.into(),
+            id,
+            op: "update".into(),
+            project_id: project,
+            org_id: org,
+        }
+    }
+
+    fn received(sub: &Subscription) -> usize {
+        sub.rx.try_iter().count()
+    }
+
+    fn session(hub: &Arc<Hub>, session_id: i64, user_id: i64, orgs: &[i64]) -> Subscription {
+        let (sub, load) = hub.subscribe(
+            Scope::Session {
+                session_id,
+                user_id,
+            },
+            8,
+        );
+        if let Some(v) = load {
+            hub.set_orgs(user_id, orgs, v);
+        }
+        sub
+    }
+
+    #[test]
+    fn token_streams_see_only_their_project() {
+        let hub = Arc::new(Hub::new());
+        let (tok, _) = hub.subscribe(
+            Scope::Token {
+                token_id: 1,
+                project_id: 10,
+            },
+            8,
+        );
+        hub.route(&change("server", 1, Some(10), Some(100)));
+        hub.route(&change("server", 2, Some(11), Some(100)));
+        hub.route(&change("organization", 100, None, Some(100)));
+        assert_eq!(received(&tok), 1);
+    }
+
+    #[test]
+    fn session_streams_follow_orgs_projects_and_own_user() {
+        let hub = Arc::new(Hub::new());
+        let me = session(&hub, 1, 7, &[100]);
+        hub.remember_project(10, 100);
+        hub.remember_project(20, 200);
+        hub.route(&change("server", 1, Some(10), None));
+        hub.route(&change("server", 2, Some(20), None));
+        hub.route(&change("user", 7, None, None));
+        hub.route(&change("user", 8, None, None));
+        assert_eq!(received(&me), 2);
+    }
+
+    #[test]
+    fn a_stale_org_read_never_overwrites_a_newer_one() {
+        let hub = Arc::new(Hub::new());
+        let (sub, load) = hub.subscribe(
+            Scope::Session {
+                session_id: 1,
+                user_id: 7,
+            },
+            8,
+        );
+        let v = hub.begin_reload(7).unwrap();
+        hub.set_orgs(7, &[200], v);
+        hub.set_orgs(7, &[100], load.unwrap());
+        hub.route(&change("organization", 200, None, Some(200)));
+        hub.route(&change("organization", 100, None, Some(100)));
+        assert_eq!(received(&sub), 1);
+    }
+
+    #[test]
+    fn a_former_member_gets_the_membership_change_then_nothing() {
+        let hub = Arc::new(Hub::new());
+        let me = session(&hub, 1, 7, &[100, 200]);
+        let v = hub.begin_reload(7).unwrap();
+        hub.set_orgs(7, &[100], v);
+        hub.route(&change("membership", 5, None, Some(200)));
+        hub.route(&change("membership", 6, None, Some(200)));
+        hub.route(&change("server", 1, None, Some(200)));
+        assert_eq!(received(&me), 1);
+    }
+
+    #[test]
+    fn full_queue_drops_and_flags_resync() {
+        let hub = Arc::new(Hub::new());
+        let (sub, _) = hub.subscribe(
+            Scope::Token {
+                token_id: 1,
+                project_id: 10,
+            },
+            2,
+        );
+        let routed: Vec<Routed> = (0..3)
+            .map(|i| hub.route(&change("server", i, Some(10), None)))
+            .collect();
+        assert_eq!(routed[2].dropped, 1);
+        assert!(sub.flags.dropped.load(Ordering::SeqCst));
+    }
+
+    #[test]
+    fn dropping_the_subscription_cleans_every_index() {
+        let hub = Arc::new(Hub::new());
+        let me = session(&hub, 1, 7, &[100]);
+        drop(me);
+        let ix = hub.lock();
+        assert!(ix.subs.is_empty() && ix.users.is_empty() && ix.by_org.is_empty());
+        assert!(ix.by_session.is_empty());
+    }
+}

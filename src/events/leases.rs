@@ -1,0 +1,225 @@
+//! Stream leases and the keeper thread. A lease row per open stream enforces the stream limit
+//! across instances (db::leases); the keeper renews this instance's rows, deletes the rows of
+//! streams that ended, and ends session streams whose session expired.
+//!
+//! Stream threads never touch the database: they hand their work to the keeper through a channel,
+//! so a stream costs no pooled connection and only a small stack.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
+
+use crate::app::App;
+use crate::crypto;
+use crate::db::{self, leases, sessions};
+
+const HEARTBEAT: Duration = Duration::from_secs(15);
+/// How long to wait before re-checking a session when the database could not say.
+const RECHECK_AFTER_ERROR: Duration = Duration::from_secs(5);
+
+enum Job {
+    Release(i64),
+    Watch { session_id: i64, deadline: Instant },
+}
+
+/// This instance's live leases, and the keeper's inbox.
+pub struct LeaseBook {
+    /// Random per process start: names this instance's rows in `stream_leases`.
+    pub instance_id: String,
+    live: Mutex<HashSet<i64>>,
+    jobs: Sender<Job>,
+    inbox: Receiver<Job>,
+}
+
+impl Default for LeaseBook {
+    fn default() -> LeaseBook {
+        LeaseBook::new()
+    }
+}
+
+impl LeaseBook {
+    pub fn new() -> LeaseBook {
+        let (jobs, inbox) = crossbeam_channel::unbounded();
+        LeaseBook {
+            instance_id: crypto::b64url(&crypto::random_bytes::<9>()),
+            live: Mutex::new(HashSet::new()),
+            jobs,
+            inbox,
+        }
+    }
+
+    /// Records a lease row taken by `db::leases::acquire`; the guard releases it on drop.
+    pub fn hold(self: &Arc<Self>, id: i64) -> Lease {
+        self.live_set().insert(id);
+        Lease {
+            id,
+            book: self.clone(),
+        }
+    }
+
+    /// Asks the keeper to end a session's streams once the session has expired.
+    pub fn watch_session(&self, session_id: i64, remaining: Duration) {
+        let deadline = Instant::now() + remaining;
+        let _ = self.jobs.send(Job::Watch {
+            session_id,
+            deadline,
+        });
+    }
+
+    fn live_set(&self) -> std::sync::MutexGuard<'_, HashSet<i64>> {
+        self.live.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn live_ids(&self) -> Vec<i64> {
+        self.live_set().iter().copied().collect()
+    }
+}
+
+/// One open stream's lease; dropping it frees the slot.
+pub struct Lease {
+    id: i64,
+    book: Arc<LeaseBook>,
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        self.book.live_set().remove(&self.id);
+        let _ = self.book.jobs.send(Job::Release(self.id));
+    }
+}
+
+pub fn start_keeper(app: Arc<App>) -> std::io::Result<thread::JoinHandle<()>> {
+    thread::Builder::new()
+        .name("events-keeper".into())
+        .spawn(move || Keeper::new(app).run())
+}
+
+struct Keeper {
+    app: Arc<App>,
+    next_heartbeat: Instant,
+    /// Session deadlines in order, and the deadline of each watched session.
+    due: BTreeSet<(Instant, i64)>,
+    watched: HashMap<i64, Instant>,
+}
+
+impl Keeper {
+    fn new(app: Arc<App>) -> Keeper {
+        Keeper {
+            app,
+            next_heartbeat: Instant::now() + HEARTBEAT,
+            due: BTreeSet::new(),
+            watched: HashMap::new(),
+        }
+    }
+
+    fn run(mut self) {
+        let inbox = self.app.hub.leases.inbox.clone();
+        while !self.app.stopping.load(Ordering::SeqCst) {
+            let mut wake = self
+                .next_heartbeat
+                .min(Instant::now() + Duration::from_millis(250));
+            if let Some((at, _)) = self.due.first() {
+                wake = wake.min(*at);
+            }
+            match inbox.recv_deadline(wake) {
+                Ok(job) => {
+                    let mut jobs = vec![job];
+                    jobs.extend(inbox.try_iter());
+                    self.take(jobs);
+                }
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => return,
+            }
+            if Instant::now() >= self.next_heartbeat {
+                self.heartbeat();
+            }
+            self.check_sessions();
+        }
+        self.release_all();
+    }
+
+    fn take(&mut self, jobs: Vec<Job>) {
+        let mut released = Vec::new();
+        for job in jobs {
+            match job {
+                Job::Release(id) => released.push(id),
+                Job::Watch {
+                    session_id,
+                    deadline,
+                } => self.watch(session_id, deadline),
+            }
+        }
+        if !released.is_empty() {
+            // On failure the rows stay until the next heartbeat, which deletes rows not live.
+            if let Err(e) = self.with_db(|c| leases::release(c, &released)) {
+                log::warn!("stream leases not released yet: {e}");
+            }
+        }
+    }
+
+    fn watch(&mut self, session_id: i64, deadline: Instant) {
+        if let Some(old) = self.watched.insert(session_id, deadline) {
+            self.due.remove(&(old, session_id));
+        }
+        self.due.insert((deadline, session_id));
+    }
+
+    fn heartbeat(&mut self) {
+        self.next_heartbeat = Instant::now() + HEARTBEAT;
+        let instance = self.app.hub.leases.instance_id.clone();
+        let live = self.app.hub.leases.live_ids();
+        if let Err(e) = self.with_db(|c| leases::heartbeat(c, &instance, &live)) {
+            log::warn!("stream lease heartbeat failed: {e}");
+        }
+    }
+
+    /// Re-checks sessions whose deadline passed: event-stream pings are not activity, but the
+    /// user's other requests are, so the session may live longer than it looked at connect.
+    fn check_sessions(&mut self) {
+        let now = Instant::now();
+        while let Some(&(at, session_id)) = self.due.first() {
+            if at > now {
+                return;
+            }
+            self.due.remove(&(at, session_id));
+            self.watched.remove(&session_id);
+            if !self.app.hub.has_session(session_id) {
+                continue;
+            }
+            let idle = self.app.config.session_idle;
+            match self.with_db(|c| sessions::remaining(c, session_id, idle)) {
+                Ok(Some(secs)) => {
+                    let wait = Duration::from_secs_f64(secs.max(1.0));
+                    self.watch(session_id, now + wait);
+                }
+                Ok(None) => {
+                    let n = self.app.hub.end_session(session_id);
+                    log::info!("session expired: {n} event streams ended");
+                }
+                Err(e) => {
+                    log::warn!("cannot check a session: {e}");
+                    self.watch(session_id, now + RECHECK_AFTER_ERROR);
+                }
+            }
+        }
+    }
+
+    fn release_all(&self) {
+        let instance = self.app.hub.leases.instance_id.clone();
+        if let Err(e) = self.with_db(|c| leases::release_instance(c, &instance)) {
+            log::warn!("stream leases left to lapse: {e}");
+        }
+    }
+
+    fn with_db<T>(
+        &self,
+        f: impl FnOnce(&mut postgres::Client) -> Result<T, postgres::Error>,
+    ) -> Result<T, String> {
+        let mut c = db::conn(&self.app.pool).map_err(|e| e.more.message.clone())?;
+        f(&mut c).map_err(|e| e.to_string())
+    }
+}

@@ -1,0 +1,209 @@
+//! The listener: one dedicated PostgreSQL connection per instance (not from the pool) that
+//! LISTENs on `consoled_change` and `consoled_control`, decodes each notification once and hands
+//! it to the hub. Notifications of both channels arrive in commit order on this one connection,
+//! so a membership reload (`u:`) is done before the change that follows it is routed.
+//!
+//! When the connection is lost (restart, `pg_terminate_backend`, network) it reconnects with
+//! backoff and tells every open stream to `resync`: changes may have been missed meanwhile.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use postgres::fallible_iterator::FallibleIterator;
+use postgres::{Client, Notification};
+
+use super::Change;
+use crate::app::App;
+use crate::db::{self, visibility};
+
+pub const CHANGE_CHANNEL: &str = "consoled_change";
+pub const CONTROL_CHANNEL: &str = "consoled_control";
+
+const POLL: Duration = Duration::from_millis(250);
+const FIRST_BACKOFF: Duration = Duration::from_millis(100);
+const MAX_BACKOFF: Duration = Duration::from_secs(5);
+/// A connection that lived this long was healthy: the next reconnect starts with a short wait.
+const HEALTHY: Duration = Duration::from_secs(5);
+
+/// `application_name` of the listening connection (visible in `pg_stat_activity`).
+pub fn application_name(instance_id: &str) -> String {
+    format!("consoled-listener-{instance_id}")
+}
+
+/// Starts the listener and waits (at most `ready_within`) until it listens, so that a stream
+/// opened right after start-up misses nothing.
+pub fn start(app: Arc<App>, ready_within: Duration) -> std::io::Result<thread::JoinHandle<()>> {
+    let (ready_tx, ready_rx) = crossbeam_channel::bounded(1);
+    let handle = thread::Builder::new()
+        .name("events-listener".into())
+        .spawn(move || run(&app, &ready_tx))?;
+    if ready_rx.recv_timeout(ready_within).is_err() {
+        log::warn!("change listener not connected yet; streams get resync once it is");
+    }
+    Ok(handle)
+}
+
+fn run(app: &App, ready: &crossbeam_channel::Sender<()>) {
+    let name = application_name(&app.hub.leases.instance_id);
+    let mut backoff = FIRST_BACKOFF;
+    let mut connected_once = false;
+    while !app.stopping.load(Ordering::SeqCst) {
+        let started = Instant::now();
+        match db::connect(&app.config, &name) {
+            Ok(mut client) => {
+                if connected_once {
+                    app.metrics
+                        .listener_reconnects
+                        .fetch_add(1, Ordering::Relaxed);
+                }
+                connected_once = true;
+                match listen(app, &mut client, ready) {
+                    Ok(()) => return,
+                    Err(e) => log::warn!("change listener lost its connection: {e}"),
+                }
+            }
+            Err(e) => log::warn!("change listener: {e}"),
+        }
+        if started.elapsed() >= HEALTHY {
+            backoff = FIRST_BACKOFF;
+        }
+        sleep_unless_stopping(app, backoff);
+        backoff = (backoff * 2).min(MAX_BACKOFF);
+    }
+}
+
+fn sleep_unless_stopping(app: &App, total: Duration) {
+    let end = Instant::now() + total;
+    while !app.stopping.load(Ordering::SeqCst) && Instant::now() < end {
+        thread::sleep((end - Instant::now()).min(POLL));
+    }
+}
+
+/// Listens until the process stops (`Ok`) or the connection fails (`Err`).
+fn listen(
+    app: &App,
+    client: &mut Client,
+    ready: &crossbeam_channel::Sender<()>,
+) -> Result<(), String> {
+    client
+        .batch_execute(&format!(
+            "LISTEN {CHANGE_CHANNEL}; LISTEN {CONTROL_CHANNEL}"
+        ))
+        .map_err(|e| e.to_string())?;
+    refresh(app, client).map_err(|e| e.to_string())?;
+    let streams = app.hub.resync_all();
+    if streams > 0 {
+        log::info!("change listener connected: {streams} streams told to resync");
+    }
+    let _ = ready.try_send(());
+    while !app.stopping.load(Ordering::SeqCst) {
+        let first = client.notifications().timeout_iter(POLL).next();
+        let batch = match first {
+            Ok(Some(n)) => {
+                // Take what is already buffered too, then release the borrow for lookups.
+                let mut batch = vec![n];
+                let mut more = client.notifications();
+                let mut it = more.iter();
+                while let Ok(Some(n)) = it.next() {
+                    batch.push(n);
+                }
+                batch
+            }
+            Err(e) => return Err(e.to_string()),
+            Ok(None) if client.is_closed() => return Err("connection closed".into()),
+            Ok(None) => continue,
+        };
+        for n in batch {
+            handle(app, client, &n).map_err(|e| e.to_string())?;
+        }
+    }
+    Ok(())
+}
+
+/// Brings the hub up to date with what happened while nobody listened: memberships, ended
+/// sessions, revoked tokens.
+fn refresh(app: &App, client: &mut Client) -> Result<(), postgres::Error> {
+    let users = app.hub.begin_reload_all();
+    if !users.is_empty() {
+        let ids: Vec<i64> = users.iter().map(|(u, _)| *u).collect();
+        let mut orgs = visibility::orgs_of(client, &ids)?;
+        for (user, version) in users {
+            app.hub
+                .set_orgs(user, &orgs.remove(&user).unwrap_or_default(), version);
+        }
+    }
+    let (sessions, tokens) = app.hub.principals();
+    let live = visibility::live_sessions(client, &sessions)?;
+    for id in sessions.iter().filter(|id| !live.contains(id)) {
+        app.hub.end_session(*id);
+    }
+    let live = visibility::live_tokens(client, &tokens)?;
+    for id in tokens.iter().filter(|id| !live.contains(id)) {
+        app.hub.end_token(*id);
+    }
+    Ok(())
+}
+
+fn handle(app: &App, client: &mut Client, n: &Notification) -> Result<(), postgres::Error> {
+    match n.channel() {
+        CHANGE_CHANNEL => change(app, client, n.payload()),
+        CONTROL_CHANNEL => control(app, client, n.payload()),
+        other => {
+            log::warn!("notification on unexpected channel {other}");
+            Ok(())
+        }
+    }
+}
+
+fn change(app: &App, client: &mut Client, payload: &str) -> Result<(), postgres::Error> {
+    app.metrics.changes_received.fetch_add(1, Ordering::Relaxed);
+    let change: Change = match serde_json::from_str(payload) {
+        Ok(c) => c,
+        Err(e) => {
+            log::warn!("ignored a malformed change notification: {e}");
+            return Ok(());
+        }
+    };
+    if let Some(project) = app.hub.unknown_project(&change) {
+        if let Some(org) = visibility::org_of_project(client, project)? {
+            app.hub.remember_project(project, org);
+        }
+    }
+    let routed = app.hub.route(&change);
+    if routed.dropped > 0 {
+        app.metrics
+            .changes_dropped
+            .fetch_add(routed.dropped as u64, Ordering::Relaxed);
+    }
+    Ok(())
+}
+
+/// `s:<session id>`, `t:<token id>`: end those streams. `u:<user id>`: the user's memberships
+/// changed; reload them before routing the change that follows.
+fn control(app: &App, client: &mut Client, payload: &str) -> Result<(), postgres::Error> {
+    let Some((kind, id)) = payload
+        .split_once(':')
+        .and_then(|(k, id)| Some((k, id.parse::<i64>().ok()?)))
+    else {
+        log::warn!("ignored a malformed control notification");
+        return Ok(());
+    };
+    match kind {
+        "s" => {
+            app.hub.end_session(id);
+        }
+        "t" => {
+            app.hub.end_token(id);
+        }
+        "u" => {
+            if let Some(version) = app.hub.begin_reload(id) {
+                let orgs = visibility::orgs_of(client, &[id])?.remove(&id);
+                app.hub.set_orgs(id, &orgs.unwrap_or_default(), version);
+            }
+        }
+        _ => log::warn!("ignored a control notification of unknown kind"),
+    }
+    Ok(())
+}
