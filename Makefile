@@ -6,7 +6,7 @@ CARGO ?= cargo
 DEV_PG_PORT ?= 55432
 TEST_PG_PORT ?= 55433
 
-.PHONY: run test build lint unit db-up db-down bench clean
+.PHONY: run test build lint unit db-up db-down bench clean e2e
 
 build:
 	$(CARGO) build --release --locked
@@ -21,6 +21,13 @@ run: build
 test: lint
 	@url="$${DATABASE_URL:-$$(scripts/pg.sh start test $(TEST_PG_PORT))}"; \
 	DATABASE_URL="$$url" $(CARGO) test --locked --lib --bins --tests -- --test-threads=$${TEST_THREADS:-8}
+
+# The demo page in Debian's headless chromium (installed when missing, as root); not part of
+# `make test`. The screenshot is kept at target/e2e/demo.png.
+e2e:
+	@scripts/e2e-deps.sh
+	@url="$${DATABASE_URL:-$$(scripts/pg.sh start test $(TEST_PG_PORT))}"; \
+	DATABASE_URL="$$url" $(CARGO) test --locked --test e2e -- --ignored --nocapture
 
 lint:
 	$(CARGO) fmt --check

@@ -8,6 +8,7 @@ pub mod cli;
 pub mod config;
 pub mod crypto;
 pub mod db;
+pub mod demo;
 pub mod error;
 pub mod events;
 pub mod hashing;

@@ -4,6 +4,7 @@
 
 use crate::app::{App, Reply};
 use crate::auth;
+use crate::demo;
 use crate::error::{ApiError, ApiResult, Code};
 use crate::events;
 use crate::http::{csrf, Method, Request, Response};
@@ -36,6 +37,7 @@ const fn route(
 use Method::{Get, Post};
 
 pub static ROUTES: &[Route] = &[
+    route(Get, "/", "demo", demo::index),
     route(Get, "/auth/csrf", "csrf", auth::csrf::get),
     route(Get, "/auth/providers", "providers", auth::oauth::providers),
     route(

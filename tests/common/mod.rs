@@ -5,6 +5,7 @@
 pub mod fake_idp;
 pub mod smtp;
 pub mod sse;
+pub mod webdriver;
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Makes sure Debian's headless chromium and its chromedriver are installed, for `make e2e`.
+# As root it installs them with apt-get (one `apt-get update` first); otherwise it says what to run.
+set -euo pipefail
+
+log() { echo "e2e-deps: $*" >&2; }
+
+have() { command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1; }
+
+if have; then
+    exit 0
+fi
+if [ "$(id -u)" -ne 0 ]; then
+    log "chromium and chromedriver are missing; run 'sudo apt-get install chromium chromium-driver'"
+    exit 1
+fi
+export DEBIAN_FRONTEND=noninteractive
+updated=no
+# (Captured first: `grep -q` closing the pipe early would fail the pipeline under pipefail.)
+policy=$(apt-cache policy chromium 2>/dev/null || true)
+if ! grep -q 'Candidate: [0-9]' <<<"$policy"; then
+    log "apt-get update (no chromium candidate known yet)"
+    apt-get update -qq >&2
+    updated=yes
+fi
+install() { apt-get install -y -qq --no-install-recommends chromium chromium-driver >&2; }
+log "installing Debian's chromium and chromium-driver (apt-get)"
+# A stale package list names versions the mirror no longer has: update once and retry.
+if ! install; then
+    [ "$updated" = yes ] && exit 1
+    log "apt-get update, then retrying"
+    apt-get update -qq >&2
+    install
+fi
+have || { log "chromium or chromedriver still missing after apt-get"; exit 1; }
+log "installed $(chromium --version 2>/dev/null || echo chromium)"

@@ -1,0 +1,232 @@
+//! The demo page in a real browser (Debian's headless chromium through chromedriver): sign up
+//! through the form, enable a second factor, log out, log in with the second factor, wait for
+//! the event stream's `ready`, emit a change with `consoled emit` and see it appear on the page.
+//!
+//! Ignored by `make test` (it needs chromium and takes a few seconds): `make e2e` installs the
+//! browser when missing and runs `cargo test --test e2e -- --ignored`. The screenshot of the
+//! final page is kept at target/e2e/demo.png (target/e2e/failure.png when a step fails).
+
+mod common;
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::webdriver::{self, Browser};
+use serde_json::{json, Value};
+
+const BIN: &str = env!("CARGO_BIN_EXE_consoled");
+
+/// The real binary, serving the demo on a free port; killed on drop.
+struct Server {
+    child: Child,
+    url: String,
+    _mail: common::tempdir::TempDir,
+}
+
+impl Server {
+    fn start() -> Server {
+        let port = webdriver::free_port();
+        let mail = common::tempdir::TempDir::new();
+        let child = Command::new(BIN)
+            .arg("serve")
+            .env("DATABASE_URL", common::database_url())
+            .env("CONSOLED_LISTEN", format!("127.0.0.1:{port}"))
+            .env("CONSOLED_BASE_URL", format!("http://127.0.0.1:{port}"))
+            .env("CONSOLED_DEMO", "true")
+            .env("CONSOLED_COOKIE_SECURE", "false")
+            .env("CONSOLED_MAIL_DIR", &mail.0)
+            // The test database is shared: leave queued mail to the mail tests.
+            .env("CONSOLED_MAIL_SENDER", "false")
+            .env("CONSOLED_HASH_THREADS", "1")
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("start target/debug/consoled");
+        let server = Server {
+            child,
+            url: format!("http://127.0.0.1:{port}"),
+            _mail: mail,
+        };
+        server.wait_healthy();
+        server
+    }
+
+    fn wait_healthy(&self) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let addr = self.url.trim_start_matches("http://").parse().unwrap();
+        while std::net::TcpStream::connect(addr).is_err()
+            || common::raw_request(addr, "GET", "/healthz", &[], b"").status != 200
+        {
+            assert!(Instant::now() < deadline, "consoled did not start");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The API, called with the browser's own cookies (to enrol a second factor, which the demo
+/// page leaves to the console).
+struct Api<'a> {
+    url: &'a str,
+    session: String,
+    csrf: String,
+}
+
+impl Api<'_> {
+    fn post(&self, path: &str, body: Value) -> Value {
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .timeout_global(Some(Duration::from_secs(30)))
+            .build()
+            .into();
+        let mut r = agent
+            .post(format!("{}{path}", self.url))
+            .header(
+                "Cookie",
+                format!("svc_session={}; svc_csrf={}", self.session, self.csrf),
+            )
+            .header("X-CSRF-Token", &self.csrf)
+            .send_json(body)
+            .expect("call the API");
+        let status = r.status().as_u16();
+        let value: Value = r.body_mut().read_json().expect("JSON answer");
+        assert_eq!(status, 200, "POST {path}: {value}");
+        value
+    }
+}
+
+fn screenshot_path(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("target/e2e")
+        .join(name)
+}
+
+fn totp_now(secret: &[u8], after_step: u64) -> (String, u64) {
+    // A code is accepted once per step (replay defence): take a later step than the last one,
+    // still inside the ±1 window.
+    let step = (consoled::crypto::unix_now() / 30).max(after_step + 1);
+    (consoled::crypto::totp_code(secret, step), step)
+}
+
+/// The user's personal organization and its `default` project, as the API and the database
+/// know them.
+fn personal_project(org_id: i64) -> i64 {
+    let row = common::db()
+        .query_one(
+            "SELECT id FROM projects WHERE org_id = $1 AND name = 'default'",
+            &[&org_id],
+        )
+        .expect("the default project");
+    row.get(0)
+}
+
+fn emit(kind: &str, id: i64, op: &str, project: i64, org: i64) {
+    let out = Command::new(BIN)
+        .args(["emit", "--type", kind, "--id", &id.to_string(), "--op", op])
+        .args(["--project", &project.to_string(), "--org", &org.to_string()])
+        .env("DATABASE_URL", common::database_url())
+        .env("RUST_LOG", "warn")
+        .output()
+        .expect("run consoled emit");
+    assert!(
+        out.status.success(),
+        "consoled emit: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+const STEP: Duration = Duration::from_secs(15);
+
+#[test]
+#[ignore = "needs chromium and chromedriver; run by `make e2e`"]
+fn the_demo_page_signs_in_with_a_second_factor_and_lists_changes_live() {
+    assert!(
+        webdriver::available(),
+        "chromium or chromedriver is missing: run scripts/e2e-deps.sh (as root) or `make e2e`"
+    );
+    let server = Server::start();
+    let browser = Browser::start();
+    let outcome =
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run_flow(&server, &browser)));
+    if let Err(panic) = outcome {
+        let path = screenshot_path("failure.png");
+        browser.screenshot(&path);
+        eprintln!("e2e: the page at the failure is in {}", path.display());
+        std::panic::resume_unwind(panic);
+    }
+    let path = screenshot_path("demo.png");
+    browser.screenshot(&path);
+    eprintln!("e2e: screenshot in {}", path.display());
+}
+
+fn run_flow(server: &Server, b: &Browser) {
+    let email = common::unique_email();
+    b.goto(&format!("{}/", server.url));
+    b.wait("the signup form", STEP, |b| b.displayed("#signup-form"));
+
+    // Signup through the form: the page must have fetched svc_csrf and sent it as the header.
+    b.type_into("#signup-email", &email);
+    b.type_into("#signup-name", "Demo User");
+    b.type_into("#signup-password", common::PASSWORD);
+    b.click("#signup-submit");
+    b.wait("the signed-in panel", STEP, |b| {
+        b.text("#who").contains(&email)
+    });
+    assert_eq!(b.text("#mfa-enabled"), "off");
+
+    // Enrol TOTP with the browser's session (the demo has no enrolment screen).
+    let api = Api {
+        url: &server.url,
+        session: b.cookie("svc_session").expect("svc_session cookie"),
+        csrf: b.cookie("svc_csrf").expect("svc_csrf cookie"),
+    };
+    let setup = api.post("/auth/mfa/totp/setup", json!({}));
+    let secret = consoled::crypto::base32_decode(setup["secret"].as_str().unwrap()).unwrap();
+    let (code, enabled_at) = totp_now(&secret, 0);
+    api.post("/auth/mfa/totp/enable", json!({ "code": code }));
+
+    b.click("#logout");
+    b.wait("the login form", STEP, |b| b.displayed("#login-form"));
+    b.type_into("#login-email", &email);
+    b.type_into("#login-password", common::PASSWORD);
+    b.click("#login-submit");
+    b.wait("the second-factor form", STEP, |b| b.displayed("#mfa-form"));
+    let (code, _) = totp_now(&secret, enabled_at);
+    b.type_into("#mfa-code", &code);
+    b.click("#mfa-submit");
+    b.wait("the signed-in panel after the second factor", STEP, |b| {
+        b.text("#who").contains(&email) && b.text("#mfa-enabled") == "on"
+    });
+
+    // The stream: `ready` makes the page reload, then a change appears at the top of the list.
+    let ready = b.try_wait(STEP, |b| {
+        b.text("#stream-status").starts_with("ready: reloaded at ")
+    });
+    assert!(
+        ready,
+        "no `ready` from /v1/events within {STEP:?}; the page says {:?} \
+         (\"refused\": GET /v1/events answered an error instead of a stream)",
+        b.text("#stream-status")
+    );
+    let org: i64 = b.text("#orgs tr td").parse().expect("an organization id");
+    let project = personal_project(org);
+    let id = 900_000 + i64::from(std::process::id() % 100_000);
+    emit("server", id, "update", project, org);
+    let expected: Vec<String> = ["server", &id.to_string(), "update"]
+        .iter()
+        .map(|s| s.to_string())
+        .chain([project.to_string(), org.to_string()])
+        .collect();
+    b.wait("the change in the list", STEP, |b| {
+        let row = b.text("#changes tr");
+        let cells: Vec<&str> = row.split_whitespace().skip(1).collect();
+        cells == expected
+    });
+}
