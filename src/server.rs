@@ -140,14 +140,13 @@ impl Server {
         // Wake the accept loop so that it sees `stopping` and closes the listener.
         let _ = TcpStream::connect_timeout(&self.addr, Duration::from_millis(200));
         let deadline = Instant::now() + grace;
+        // Streams end at once (they need no worker), and again after the workers have drained
+        // the queue, in case one of its requests started a stream meanwhile.
+        self.end_streams();
         for w in self.workers.drain(..) {
             join_until(w, deadline);
         }
-        for entry in self.shared.streams.lock().unwrap().values() {
-            if let Some(ender) = &entry.ender {
-                ender.end();
-            }
-        }
+        self.end_streams();
         let threads: Vec<_> = self
             .shared
             .stream_threads
@@ -157,6 +156,16 @@ impl Server {
             .collect();
         for t in threads {
             join_until(t, deadline);
+        }
+    }
+}
+
+impl Server {
+    fn end_streams(&self) {
+        for entry in self.shared.streams.lock().unwrap().values() {
+            if let Some(ender) = &entry.ender {
+                ender.end();
+            }
         }
     }
 }

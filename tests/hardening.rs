@@ -511,11 +511,11 @@ fn stop_with_work_in_flight(signal: &str) {
         );
     }
     for s in &mut streams {
-        let mut ev = s.next(T);
+        let mut ev = s.next(Duration::from_secs(9));
         while ev == Ev::Ping {
-            ev = s.next(T);
+            ev = s.next(Duration::from_secs(9));
         }
-        assert_eq!(ev, Ev::End);
+        assert_eq!(ev, Ev::End, "after {:?}", signalled.elapsed());
         let raw = String::from_utf8_lossy(&s.raw);
         assert!(raw.ends_with("0\r\n\r\n"), "no terminating chunk: {raw:?}");
     }
