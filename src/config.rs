@@ -65,6 +65,11 @@ pub struct Config {
     pub db_pool_size: u32,
     pub db_timeout: Duration,
     pub max_streams: usize,
+    /// Open event streams on this instance, all principals together (503 past it).
+    pub max_open_streams: usize,
+    /// A request body must arrive within this, extended by 1 s per 500 bytes received
+    /// (Apache's `RequestReadTimeout body=20,MinRate=500`); 408 past it.
+    pub body_timeout: Duration,
     /// Open client connections allowed at once; more are closed at once.
     pub max_connections: usize,
     /// Read time-out of client sockets: idle keep-alive connections and stalled heads end after it.
@@ -187,6 +192,10 @@ impl Config {
             db_timeout: secs(env.parse("CONSOLED_DB_TIMEOUT_SECONDS", 3)?),
             max_streams: env.parse("CONSOLED_MAX_STREAMS_PER_PRINCIPAL", 10)?,
             max_connections: env.parse("CONSOLED_MAX_CONNECTIONS", 4096)?,
+            max_open_streams: env.parse("CONSOLED_MAX_STREAMS", 1024)?,
+            body_timeout: Duration::from_secs_f64(
+                env.parse("CONSOLED_BODY_TIMEOUT_SECONDS", 20.0)?,
+            ),
             read_timeout: Duration::from_secs_f64(
                 env.parse("CONSOLED_READ_TIMEOUT_SECONDS", 10.0)?,
             ),

@@ -18,7 +18,7 @@
 //!   tiny_http drains unread bodies inside `respond`, which must not tie up a worker.
 
 use std::collections::HashMap;
-use std::io::{self, Read, Write};
+use std::io::{self, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -48,7 +48,7 @@ pub struct Server {
 /// State shared by the accept loop, connection threads, workers and stream threads.
 struct Shared {
     app: Arc<App>,
-    requests: Receiver<tiny_http::Request>,
+    requests: Receiver<Incoming>,
     /// Open client connections (each has one connection thread).
     connections: AtomicUsize,
     /// Open streams by peer address (one connection each), to detect requests pipelined behind
@@ -61,7 +61,13 @@ struct Shared {
 struct StreamEntry {
     /// `None` while the stream request is still being handled (its plan does not exist yet).
     ender: Option<Ender>,
-    held: Vec<tiny_http::Request>,
+    held: Vec<Incoming>,
+}
+
+/// A request whose head and body have both arrived, ready for a worker.
+struct Incoming {
+    rq: tiny_http::Request,
+    body: Vec<u8>,
 }
 
 /// Requests that may become a stream: a request pipelined behind one must wait for it even
@@ -90,7 +96,7 @@ pub fn bind_with(addr: SocketAddr, read_timeout: Duration) -> io::Result<TcpList
 impl Server {
     pub fn start(app: Arc<App>, listener: TcpListener) -> io::Result<Server> {
         let addr = listener.local_addr()?;
-        let (tx, rx) = bounded::<tiny_http::Request>(app.config.workers * 4);
+        let (tx, rx) = bounded::<Incoming>(app.config.workers * 4);
         let shared = Arc::new(Shared {
             app: app.clone(),
             requests: rx,
@@ -134,14 +140,13 @@ impl Server {
         // Wake the accept loop so that it sees `stopping` and closes the listener.
         let _ = TcpStream::connect_timeout(&self.addr, Duration::from_millis(200));
         let deadline = Instant::now() + grace;
+        // Streams end at once (they need no worker), and again after the workers have drained
+        // the queue, in case one of its requests started a stream meanwhile.
+        self.end_streams();
         for w in self.workers.drain(..) {
             join_until(w, deadline);
         }
-        for entry in self.shared.streams.lock().unwrap().values() {
-            if let Some(ender) = &entry.ender {
-                ender.end();
-            }
-        }
+        self.end_streams();
         let threads: Vec<_> = self
             .shared
             .stream_threads
@@ -155,6 +160,16 @@ impl Server {
     }
 }
 
+impl Server {
+    fn end_streams(&self) {
+        for entry in self.shared.streams.lock().unwrap().values() {
+            if let Some(ender) = &entry.ender {
+                ender.end();
+            }
+        }
+    }
+}
+
 impl Drop for Server {
     fn drop(&mut self) {
         if !self.workers.is_empty() {
@@ -163,16 +178,37 @@ impl Drop for Server {
     }
 }
 
+/// File descriptors kept for everything but client connections (database, listener, logs).
+const RESERVED_FDS: u64 = 256;
+
+/// Raises this process's soft limit on open files to its hard limit (systemd's default soft
+/// limit of 1024 would cap us near 400 connections), and returns the connection cap that the
+/// resulting limit allows: each connection holds two descriptors (tiny_http's read and write
+/// halves). Past the cap a connection is refused at once instead of failing in `accept`.
+pub fn connection_cap(configured: usize) -> usize {
+    let limit = match rlimit::increase_nofile_limit(u64::MAX) {
+        Ok(limit) => limit,
+        Err(e) => {
+            log::warn!("cannot read or raise the open-file limit: {e}");
+            return configured;
+        }
+    };
+    let fits = (limit.saturating_sub(RESERVED_FDS) / 2).max(1) as usize;
+    if fits < configured {
+        log::warn!(
+            "open-file limit {limit} allows {fits} connections, not CONSOLED_MAX_CONNECTIONS={configured}; \
+             raise it (ulimit -n, systemd LimitNOFILE)"
+        );
+    }
+    fits.min(configured)
+}
+
 /// Stack of a connection thread: tiny_http's head parser needs little.
 const CONNECTION_STACK: usize = 256 * 1024;
 
-fn accept_loop(
-    listener: tiny_http::Listener,
-    queue: Sender<tiny_http::Request>,
-    shared: &Arc<Shared>,
-) {
+fn accept_loop(listener: tiny_http::Listener, queue: Sender<Incoming>, shared: &Arc<Shared>) {
     let ssl = tiny_http::SslContextWrap::build_ssl_capabilities(None).expect("no TLS configured");
-    let max = shared.app.config.max_connections;
+    let max = connection_cap(shared.app.config.max_connections);
     while !shared.app.stopping.load(Ordering::SeqCst) {
         let client = match tiny_http::Server::accept_connection(&listener, &ssl) {
             Ok(Some(client)) => client,
@@ -210,11 +246,7 @@ fn accept_loop(
             .spawn(move || {
                 // Malformed heads (bad framing, CR/LF in a header) end the iteration after
                 // tiny_http has answered them with 400.
-                for request in client.flatten() {
-                    if queue.send(request).is_err() {
-                        break;
-                    }
-                }
+                serve_connection(client.flatten(), &queue, &shared2);
                 shared2.connections.fetch_sub(1, Ordering::SeqCst);
             });
         if let Err(e) = spawned {
@@ -234,29 +266,110 @@ fn join_until(handle: JoinHandle<()>, deadline: Instant) {
     }
 }
 
+/// Takes requests until the server stops and the queue is empty: a request that was read
+/// before the stop is still answered.
 fn worker_loop(shared: &Arc<Shared>) {
-    while !shared.app.stopping.load(Ordering::SeqCst) {
+    loop {
         match shared.requests.recv_timeout(Duration::from_millis(250)) {
-            Ok(rq) => take(shared, rq),
+            Ok(incoming) => take(shared, incoming),
+            Err(RecvTimeoutError::Timeout) if shared.app.stopping.load(Ordering::SeqCst) => return,
             Err(RecvTimeoutError::Timeout) => continue,
             Err(RecvTimeoutError::Disconnected) => return,
         }
     }
 }
 
+/// Reads the requests of one connection, heads (tiny_http) and bodies (ours, under a deadline),
+/// and queues complete requests, so that a worker never waits on a client. A body that is too
+/// large or too slow, or a request arriving during shutdown, is answered here and ends the
+/// connection: what the client sends after it is never read as a request.
+fn serve_connection(
+    requests: impl Iterator<Item = tiny_http::Request>,
+    queue: &Sender<Incoming>,
+    shared: &Shared,
+) {
+    let app = &shared.app;
+    for mut rq in requests {
+        let body = if app.stopping.load(Ordering::SeqCst) {
+            Err(ApiError::new(Code::Unavailable).message("The server is shutting down."))
+        } else {
+            read_body(&mut rq, app.config.body_timeout)
+        };
+        match body {
+            Ok(body) => {
+                if queue.send(Incoming { rq, body }).is_err() {
+                    return;
+                }
+            }
+            Err(e) => {
+                log_error("unread", &e);
+                app.metrics
+                    .observe("unread", e.code.status(), Duration::ZERO);
+                let path = rq.url().split('?').next().unwrap_or("").to_string();
+                // tiny_http drains what is left of a declared body here, bounded per read by
+                // the socket's read timeout; then the connection closes.
+                respond(rq, router::finish(&path, Response::from_error(&e)));
+                return;
+            }
+        }
+    }
+}
+
+/// After `timeout`, a body must keep arriving at this rate (Apache's `MinRate=500`).
+const BODY_MIN_RATE: usize = 500;
+
+/// Reads a request body of at most `MAX_BODY` bytes. It must arrive within `timeout` plus one
+/// second per `BODY_MIN_RATE` bytes received; every read is also bounded by the socket's read
+/// timeout. Bodies up to 1 KiB were already read by tiny_http with the head.
+fn read_body(rq: &mut tiny_http::Request, timeout: Duration) -> Result<Vec<u8>, ApiError> {
+    if rq.body_length().is_some_and(|n| n > MAX_BODY) {
+        return Err(ApiError::new(Code::PayloadTooLarge));
+    }
+    let started = Instant::now();
+    let too_slow = || ApiError::new(Code::RequestTimeout);
+    let mut body = Vec::new();
+    let mut buf = [0u8; 8192];
+    let reader = rq.as_reader();
+    loop {
+        let n = match reader.read(&mut buf) {
+            Ok(0) => return Ok(body),
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ) =>
+            {
+                return Err(too_slow())
+            }
+            Err(_) => return Err(ApiError::invalid("body", "could not be read")),
+        };
+        if body.len() + n > MAX_BODY {
+            return Err(ApiError::new(Code::PayloadTooLarge));
+        }
+        body.extend_from_slice(&buf[..n]);
+        let allowed = timeout + Duration::from_secs((body.len() / BODY_MIN_RATE) as u64);
+        if started.elapsed() > allowed {
+            return Err(too_slow());
+        }
+    }
+}
+
 /// Handles a request, unless it arrived on a connection whose stream is open: then it is parked
 /// and the stream is asked to end, so that it can be answered in order.
-fn take(shared: &Arc<Shared>, rq: tiny_http::Request) {
+fn take(shared: &Arc<Shared>, incoming: Incoming) {
+    let rq = &incoming.rq;
     if let Some(peer) = rq.remote_addr().copied() {
         let mut streams = shared.streams.lock().unwrap();
         if let Some(entry) = streams.get_mut(&peer) {
             if let Some(ender) = &entry.ender {
                 ender.end();
             }
-            entry.held.push(rq);
+            entry.held.push(incoming);
             return;
         }
-        if may_stream(&rq) {
+        if may_stream(rq) {
             let entry = StreamEntry {
                 ender: None,
                 held: Vec::new(),
@@ -264,23 +377,14 @@ fn take(shared: &Arc<Shared>, rq: tiny_http::Request) {
             streams.insert(peer, entry);
         }
     }
-    if rq.body_length().is_some_and(|n| n > MAX_BODY) {
-        // tiny_http drains the unread body inside `respond`: not on a worker.
-        let path = rq.url().split('?').next().unwrap_or("").to_string();
-        let e = ApiError::new(Code::PayloadTooLarge);
-        let _ = thread::Builder::new()
-            .name("drain".into())
-            .stack_size(CONNECTION_STACK)
-            .spawn(move || respond(rq, router::finish(&path, Response::from_error(&e))));
-        return;
-    }
-    handle(shared, rq);
+    handle(shared, incoming);
 }
 
-fn handle(shared: &Arc<Shared>, mut rq: tiny_http::Request) {
+fn handle(shared: &Arc<Shared>, incoming: Incoming) {
+    let Incoming { rq, body } = incoming;
     let started = Instant::now();
     let app = &shared.app;
-    let (route, outcome) = match read_request(&mut rq) {
+    let (route, outcome) = match admit(app, &rq).and_then(|()| read_request(&rq, body)) {
         Ok(req) => {
             let result = catch_unwind(AssertUnwindSafe(|| router::dispatch(app, &req)));
             match result {
@@ -323,8 +427,8 @@ fn answer_held(shared: &Arc<Shared>, peer: Option<SocketAddr>) {
         .and_then(|p| shared.streams.lock().unwrap().remove(&p))
         .map(|e| e.held)
         .unwrap_or_default();
-    for rq in held {
-        handle(shared, rq);
+    for incoming in held {
+        handle(shared, incoming);
     }
 }
 
@@ -353,8 +457,21 @@ const HEADERS: [&str; 11] = [
     "last-event-id",
 ];
 
-/// Converts a tiny_http request into ours, reading at most `MAX_BODY` bytes of body.
-fn read_request(rq: &mut tiny_http::Request) -> Result<Request, ApiError> {
+/// Refuses a stream request while this instance has as many streams open as it allows overall
+/// (each holds two threads). Checked before the lease is taken, so concurrent stream requests
+/// can pass it by at most one per worker.
+fn admit(app: &App, rq: &tiny_http::Request) -> Result<(), ApiError> {
+    let open = app.metrics.streams_open.load(Ordering::Relaxed);
+    if may_stream(rq) && open >= app.config.max_open_streams as u64 {
+        return Err(ApiError::new(Code::Unavailable).message(
+            "This server has as many event streams open as it allows; try again shortly.",
+        ));
+    }
+    Ok(())
+}
+
+/// Converts a tiny_http request and its body into ours.
+fn read_request(rq: &tiny_http::Request, body: Vec<u8>) -> Result<Request, ApiError> {
     if rq.url().len() > MAX_HEADER_VALUE {
         return Err(ApiError::new(Code::HeaderTooLarge).message("The request target is too long."));
     }
@@ -370,14 +487,6 @@ fn read_request(rq: &mut tiny_http::Request) -> Result<Request, ApiError> {
         .collect();
     if req.headers.iter().any(|(_, v)| v.len() > MAX_HEADER_VALUE) {
         return Err(ApiError::new(Code::HeaderTooLarge));
-    }
-    let mut body = Vec::new();
-    rq.as_reader()
-        .take(MAX_BODY as u64 + 1)
-        .read_to_end(&mut body)
-        .map_err(|_| ApiError::invalid("body", "could not be read"))?;
-    if body.len() > MAX_BODY {
-        return Err(ApiError::new(Code::PayloadTooLarge));
     }
     req.body = body;
     Ok(req)
