@@ -48,11 +48,7 @@ fn concurrent_migrations_apply_each_file_once() {
     admin
         .batch_execute(&format!("CREATE DATABASE {name}"))
         .unwrap();
-    let url = {
-        let base = database_url();
-        let cut = base.rfind('/').unwrap();
-        format!("{}/{name}", &base[..cut])
-    };
+    let url = with_database(&database_url(), &name);
     let runs: Vec<_> = (0..4)
         .map(|_| {
             let url = url.clone();

@@ -16,9 +16,55 @@ use std::time::Duration;
 use consoled::config::Config;
 use serde_json::{json, Value};
 
+/// The database of this test binary: a fresh `consoled_t_<binary>` database next to
+/// DATABASE_URL's, so that one binary's leftovers (queued mail, leases, rate events) never meet
+/// another's background threads. Falls back to DATABASE_URL itself when its role may not create
+/// databases.
 pub fn database_url() -> String {
-    std::env::var("DATABASE_URL")
-        .expect("DATABASE_URL must point at a PostgreSQL database (make test sets it)")
+    static URL: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    URL.get_or_init(|| {
+        let base = std::env::var("DATABASE_URL")
+            .expect("DATABASE_URL must point at a PostgreSQL database (make test sets it)");
+        let exe = std::env::current_exe().unwrap();
+        let stem = exe.file_stem().unwrap().to_string_lossy().to_string();
+        let binary = stem
+            .rsplit_once('-')
+            .map_or(stem.as_str(), |(b, _)| b)
+            .to_string();
+        let name = format!(
+            "consoled_t_{}",
+            binary.replace(|c: char| !c.is_ascii_alphanumeric(), "_")
+        );
+        let mut admin =
+            postgres::Client::connect(&base, postgres::NoTls).expect("connect to DATABASE_URL");
+        let created = admin
+            .batch_execute(&format!(
+                "DROP DATABASE IF EXISTS {name} WITH (FORCE); CREATE DATABASE {name}"
+            ))
+            .map_err(|e| eprintln!("tests use DATABASE_URL itself: cannot create {name}: {e}"));
+        match created {
+            Ok(()) => with_database(&base, &name),
+            Err(()) => base,
+        }
+    })
+    .clone()
+}
+
+/// `url` with its database name replaced.
+pub fn with_database(url: &str, name: &str) -> String {
+    let (head, query) = url
+        .split_once('?')
+        .map_or((url, None), |(h, q)| (h, Some(q)));
+    let cut = head
+        .rfind('/')
+        .filter(|&i| i > head.find("://").map_or(0, |j| j + 2))
+        .unwrap_or(head.len());
+    let mut out = format!("{}/{name}", &head[..cut]);
+    if let Some(q) = query {
+        out.push('?');
+        out.push_str(q);
+    }
+    out
 }
 
 pub fn db() -> postgres::Client {
