@@ -6,7 +6,7 @@ CARGO ?= cargo
 DEV_PG_PORT ?= 55432
 TEST_PG_PORT ?= 55433
 
-.PHONY: run test build lint unit db-up db-down bench clean
+.PHONY: run test build lint unit db-up db-down bench clean conformance
 
 build:
 	$(CARGO) build --release --locked
@@ -38,3 +38,9 @@ bench:
 
 clean: db-down
 	rm -rf .pg target mail
+
+# schemathesis (pinned, from PyPI into .venv-conformance/) against a live server, from the
+# server's own OpenAPI document; see docs/CONFORMANCE.md.
+conformance:
+	@url="$${DATABASE_URL:-$$(scripts/pg.sh start test $(TEST_PG_PORT))}"; \
+	DATABASE_URL="$$url" scripts/conformance.sh
