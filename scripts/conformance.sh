@@ -174,7 +174,9 @@ run mfa "$mfa_session" --include-path-regex '^/auth/mfa/(totp/disable|recovery-c
 # - session pending its second factor: /auth/mfa/totp (five wrong codes revoke it: then 401);
 run pending "$pending" --include-path /auth/mfa/totp
 # - logout revokes its session, so it gets one of its own; after its first 204 it answers 401.
-run logout "$logout_session" --include-path /auth/logout
+#   GET /openapi.json goes here: schemathesis 4.32.5 drops the schema's own URL from a run
+#   selected by an exclude filter (main above), not from one selected by an include filter.
+run logout "$logout_session" --include-path-regex '^/(auth/logout|openapi\.json)$'
 
 if grep -q "ERROR\|panicked" "$work/server.log"; then
     log "the server logged errors:"
