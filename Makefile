@@ -6,7 +6,7 @@ CARGO ?= cargo
 DEV_PG_PORT ?= 55432
 TEST_PG_PORT ?= 55433
 
-.PHONY: run test build lint unit db-up db-down bench clean e2e
+.PHONY: run test build lint unit db-up db-down bench clean e2e conformance
 
 build:
 	$(CARGO) build --release --locked
@@ -18,9 +18,15 @@ run: build
 	CONSOLED_DEMO=$${CONSOLED_DEMO:-true} exec target/release/consoled serve
 
 # Everything: formatting, lints, unit and integration tests against a real PostgreSQL.
+# Then the conformance run with a fixed seed (about 30 s; docs/CONFORMANCE.md), when python3 can
+# make a virtualenv; SKIP_CONFORMANCE=1 leaves it out.
 test: lint
 	@url="$${DATABASE_URL:-$$(scripts/pg.sh start test $(TEST_PG_PORT))}"; \
-	DATABASE_URL="$$url" $(CARGO) test --locked --lib --bins --tests -- --test-threads=$${TEST_THREADS:-8}
+	DATABASE_URL="$$url" $(CARGO) test --locked --lib --bins --tests -- --test-threads=$${TEST_THREADS:-8} && \
+	if [ -n "$${SKIP_CONFORMANCE:-}" ]; then echo "conformance: skipped (SKIP_CONFORMANCE)"; \
+	elif python3 -c 'import venv, ensurepip' 2>/dev/null; then \
+		DATABASE_URL="$$url" CONFORMANCE_SEED=$${CONFORMANCE_SEED:-1} scripts/conformance.sh; \
+	else echo "conformance: skipped (python3 with venv is not available)"; fi
 
 # The demo page in Debian's headless chromium (installed when missing, as root); not part of
 # `make test`. The screenshot is kept at target/e2e/demo.png.
@@ -45,3 +51,9 @@ bench:
 
 clean: db-down
 	rm -rf .pg target mail
+
+# schemathesis (pinned, from PyPI into .venv-conformance/) against a live server, from the
+# server's own OpenAPI document; see docs/CONFORMANCE.md.
+conformance:
+	@url="$${DATABASE_URL:-$$(scripts/pg.sh start test $(TEST_PG_PORT))}"; \
+	DATABASE_URL="$$url" scripts/conformance.sh
