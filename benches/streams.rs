@@ -42,17 +42,17 @@ fn main() {
     let streams: usize = std::env::var("STREAMS")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(10_000)
+        .unwrap_or_else(|| default_streams(10_000))
         .max(fanout_n);
     let mut db = postgres::Client::connect(&database_url, postgres::NoTls).expect("database");
     let (project, secret) = setup(&mut db);
 
     let port = free_port();
-    let mut server = start_server(&database_url, port, streams);
+    let server = Server(start_server(&database_url, port, streams));
     let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
     wait_ready(addr);
     thread::sleep(Duration::from_secs(1));
-    let base = Proc::read(server.id());
+    let base = Proc::read(server.0.id());
     let clock = Instant::now();
 
     let single = {
@@ -64,10 +64,10 @@ fn main() {
 
     let t0 = Arc::new(Stamps::new((rate * FANOUT_SECONDS) as usize));
     let readers = Readers::start(addr, &secret, fanout_n, &t0, clock);
-    let cpu_before = (cpu_seconds(server.id()), cpu_seconds(std::process::id()));
+    let cpu_before = (cpu_seconds(server.0.id()), cpu_seconds(std::process::id()));
     emit(&mut db, project, &t0, clock, rate * FANOUT_SECONDS, rate);
     let cpu = (
-        cpu_seconds(server.id()) - cpu_before.0,
+        cpu_seconds(server.0.id()) - cpu_before.0,
         cpu_seconds(std::process::id()) - cpu_before.1,
     );
     let fanout = readers.finish_keeping_streams();
@@ -75,14 +75,13 @@ fn main() {
     let opened_at = Instant::now();
     let held = open_many(addr, &secret, streams - fanout_n);
     let open_seconds = opened_at.elapsed().as_secs_f64();
-    let all = Proc::read(server.id());
+    let all = Proc::read(server.0.id());
     // Connection threads of idle connections end after the read timeout (10 s by default).
     thread::sleep(Duration::from_secs(12));
-    let settled = Proc::read(server.id());
+    let settled = Proc::read(server.0.id());
     let open = held.len() + fanout.streams.len();
     drop(held);
-    let _ = server.kill();
-    let _ = server.wait();
+    drop(server);
 
     println!(
         "| CPU seconds during the fan-out phase: server / clients | {:.1} / {:.1} | |",
@@ -417,6 +416,7 @@ fn start_server(database_url: &str, port: u16, streams: usize) -> Child {
             (streams + 10).to_string(),
         )
         .env("CONSOLED_MAX_CONNECTIONS", (streams + 100).to_string())
+        .env("CONSOLED_MAX_STREAMS", (streams + 10).to_string())
         .env("RUST_LOG", "warn")
         .spawn()
         .expect("start target/release/consoled (make bench builds it)")
@@ -431,4 +431,31 @@ fn wait_ready(addr: SocketAddr) {
         thread::sleep(Duration::from_millis(100));
     }
     panic!("server did not start");
+}
+
+/// `goal` streams, or fewer when the open-file limit cannot hold them: the server needs two
+/// descriptors per stream (tiny_http clones each socket) plus a few hundred of its own.
+fn default_streams(goal: usize) -> usize {
+    let limits = std::fs::read_to_string("/proc/self/limits").unwrap_or_default();
+    let hard: usize = limits
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .and_then(|l| l.split_whitespace().nth(4))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(usize::MAX);
+    let fits = hard.saturating_sub(600) / 2;
+    if fits < goal {
+        eprintln!("streams: the open-file limit ({hard}) holds {fits} streams, not {goal}");
+    }
+    goal.min(fits)
+}
+
+/// The server process; killed when the benchmark ends, also when it panics.
+struct Server(Child);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }
