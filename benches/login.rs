@@ -8,9 +8,10 @@
 //!
 //! Run with `make bench` (release build, private PostgreSQL). Prints a Markdown table.
 
+mod common;
+
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::process::{Child, Command};
+use std::net::{SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread;
@@ -25,10 +26,8 @@ fn main() {
     let cores = thread::available_parallelism().map_or(2, |n| n.get());
     let raw = raw_hash_rate(cores, Duration::from_secs(5));
 
-    let port = free_port();
-    let server = Server(start_server(&database_url, port));
-    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-    wait_ready(addr);
+    let server = common::Server::start(&database_url, &[]);
+    let addr = server.addr;
     let email = format!("bench-{}@example.com", std::process::id());
     let mut setup = Conn::open(addr);
     let csrf = "benchcsrftokenbenchcsrftokenbenchcsrftoken0";
@@ -84,7 +83,7 @@ fn main() {
     let started = Instant::now();
     let mut peak_rss = 0;
     while started.elapsed() < Duration::from_secs(FLOOD_SECONDS) {
-        peak_rss = peak_rss.max(rss_kib(server.0.id()));
+        peak_rss = peak_rss.max(rss_kib(server.pid()));
         thread::sleep(Duration::from_millis(50));
     }
     stop.store(true, Ordering::Relaxed);
@@ -141,40 +140,6 @@ fn raw_hash_rate(threads: usize, duration: Duration) -> f64 {
         w.join().unwrap();
     }
     count.load(Ordering::Relaxed) as f64 / start.elapsed().as_secs_f64()
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-fn start_server(database_url: &str, port: u16) -> Child {
-    let exe = std::env::var("CONSOLED_BIN").unwrap_or_else(|_| "target/release/consoled".into());
-    Command::new(exe)
-        .env("DATABASE_URL", database_url)
-        .env("CONSOLED_LISTEN", format!("127.0.0.1:{port}"))
-        .env("CONSOLED_COOKIE_SECURE", "false")
-        .env(
-            "CONSOLED_MAIL_DIR",
-            std::env::temp_dir().join("consoled-bench-mail"),
-        )
-        .env("RUST_LOG", "warn")
-        .spawn()
-        .expect("start target/release/consoled (make bench builds it)")
-}
-
-fn wait_ready(addr: SocketAddr) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while Instant::now() < deadline {
-        if TcpStream::connect(addr).is_ok() {
-            return;
-        }
-        thread::sleep(Duration::from_millis(100));
-    }
-    panic!("server did not start");
 }
 
 fn rss_kib(pid: u32) -> u64 {
@@ -278,15 +243,5 @@ impl Conn {
         let mut body = vec![0; length];
         self.reader.read_exact(&mut body).unwrap();
         (status, headers)
-    }
-}
-
-/// The server process; killed when the benchmark ends, also when it panics.
-struct Server(Child);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
     }
 }

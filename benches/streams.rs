@@ -16,9 +16,10 @@
 //! Where `ulimit -n` cannot be raised past 20,000 (a container), about 9,000 streams is the most
 //! one server process can hold: each stream has two descriptors (tiny_http clones the socket).
 
+mod common;
+
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::process::{Child, Command};
+use std::net::{SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
@@ -47,12 +48,21 @@ fn main() {
     let mut db = postgres::Client::connect(&database_url, postgres::NoTls).expect("database");
     let (project, secret) = setup(&mut db);
 
-    let port = free_port();
-    let server = Server(start_server(&database_url, port, streams));
-    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-    wait_ready(addr);
+    // One token opens every stream: raise the limits that are not what is measured.
+    let server = common::Server::start(
+        &database_url,
+        &[
+            (
+                "CONSOLED_MAX_STREAMS_PER_PRINCIPAL",
+                (streams + 10).to_string(),
+            ),
+            ("CONSOLED_MAX_CONNECTIONS", (streams + 100).to_string()),
+            ("CONSOLED_MAX_STREAMS", (streams + 10).to_string()),
+        ],
+    );
+    let addr = server.addr;
     thread::sleep(Duration::from_secs(1));
-    let base = Proc::read(server.0.id());
+    let base = Proc::read(server.pid());
     let clock = Instant::now();
 
     let single = {
@@ -64,10 +74,10 @@ fn main() {
 
     let t0 = Arc::new(Stamps::new((rate * FANOUT_SECONDS) as usize));
     let readers = Readers::start(addr, &secret, fanout_n, &t0, clock);
-    let cpu_before = (cpu_seconds(server.0.id()), cpu_seconds(std::process::id()));
+    let cpu_before = (cpu_seconds(server.pid()), cpu_seconds(std::process::id()));
     emit(&mut db, project, &t0, clock, rate * FANOUT_SECONDS, rate);
     let cpu = (
-        cpu_seconds(server.0.id()) - cpu_before.0,
+        cpu_seconds(server.pid()) - cpu_before.0,
         cpu_seconds(std::process::id()) - cpu_before.1,
     );
     let fanout = readers.finish_keeping_streams();
@@ -75,10 +85,10 @@ fn main() {
     let opened_at = Instant::now();
     let held = open_many(addr, &secret, streams - fanout_n);
     let open_seconds = opened_at.elapsed().as_secs_f64();
-    let all = Proc::read(server.0.id());
+    let all = Proc::read(server.pid());
     // Connection threads of idle connections end after the read timeout (10 s by default).
     thread::sleep(Duration::from_secs(12));
-    let settled = Proc::read(server.0.id());
+    let settled = Proc::read(server.pid());
     let open = held.len() + fanout.streams.len();
     drop(held);
     drop(server);
@@ -397,42 +407,6 @@ impl Proc {
     }
 }
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-fn start_server(database_url: &str, port: u16, streams: usize) -> Child {
-    let exe = std::env::var("CONSOLED_BIN").unwrap_or_else(|_| "target/release/consoled".into());
-    Command::new(exe)
-        .env("DATABASE_URL", database_url)
-        .env("CONSOLED_LISTEN", format!("127.0.0.1:{port}"))
-        .env("CONSOLED_COOKIE_SECURE", "false")
-        .env(
-            "CONSOLED_MAX_STREAMS_PER_PRINCIPAL",
-            (streams + 10).to_string(),
-        )
-        .env("CONSOLED_MAX_CONNECTIONS", (streams + 100).to_string())
-        .env("CONSOLED_MAX_STREAMS", (streams + 10).to_string())
-        .env("RUST_LOG", "warn")
-        .spawn()
-        .expect("start target/release/consoled (make bench builds it)")
-}
-
-fn wait_ready(addr: SocketAddr) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while Instant::now() < deadline {
-        if TcpStream::connect(addr).is_ok() {
-            return;
-        }
-        thread::sleep(Duration::from_millis(100));
-    }
-    panic!("server did not start");
-}
-
 /// `goal` streams, or fewer when the open-file limit cannot hold them: the server needs two
 /// descriptors per stream (tiny_http clones each socket) plus a few hundred of its own.
 fn default_streams(goal: usize) -> usize {
@@ -448,14 +422,4 @@ fn default_streams(goal: usize) -> usize {
         eprintln!("streams: the open-file limit ({hard}) holds {fits} streams, not {goal}");
     }
     goal.min(fits)
-}
-
-/// The server process; killed when the benchmark ends, also when it panics.
-struct Server(Child);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
