@@ -1,5 +1,5 @@
-//! A background thread that deletes expired sessions (ending their streams) and old rate-limit
-//! events. Every instance runs it; the deletes are idempotent.
+//! A background thread that deletes expired sessions (ending their streams), old rate-limit
+//! events and dead mail tokens. Every instance runs it; the deletes are idempotent.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -7,7 +7,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use crate::app::App;
-use crate::db::{self, rate, sessions};
+use crate::db::{self, mail_tokens, rate, sessions};
 
 const PERIOD: Duration = Duration::from_secs(30);
 
@@ -34,8 +34,11 @@ fn sweep(app: &App) -> Result<(), String> {
     let expired =
         sessions::purge_expired(&mut *c, app.config.session_idle).map_err(|e| e.to_string())?;
     let events = rate::purge_old(&mut *c).map_err(|e| e.to_string())?;
-    if expired + events > 0 {
-        log::debug!("maintenance: {expired} expired sessions, {events} old rate events removed");
+    let tokens = mail_tokens::purge_dead(&mut *c).map_err(|e| e.to_string())?;
+    if expired + events + tokens > 0 {
+        log::debug!(
+            "maintenance: removed {expired} expired sessions, {events} old rate events, {tokens} dead mail tokens"
+        );
     }
     Ok(())
 }

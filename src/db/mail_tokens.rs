@@ -109,3 +109,12 @@ pub fn void_unused(
         &[&user_id, &purpose.as_str()],
     )
 }
+
+/// Deletes tokens that can no longer be used (spent, voided or expired) a day after the fact.
+pub fn purge_dead(c: &mut impl GenericClient) -> Result<u64, postgres::Error> {
+    c.execute(
+        "DELETE FROM mail_tokens
+          WHERE expires_at < now() - interval '1 day' OR used_at < now() - interval '1 day'",
+        &[],
+    )
+}
