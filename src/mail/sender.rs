@@ -1,0 +1,239 @@
+//! The sender thread: claims due `outbox` rows, mints link tokens, delivers, retries with backoff.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use postgres::fallible_iterator::FallibleIterator;
+use postgres::{Client, Transaction};
+
+use crate::app::App;
+use crate::db::mail_tokens::{self};
+use crate::db::{self, outbox, users};
+use crate::http::json::Email;
+
+use super::templates::{template, token_kind};
+use super::transport::{Mailer, SendError};
+
+/// The outbox is checked this often even when no notification arrives.
+const POLL: Duration = Duration::from_secs(2);
+/// Floor of a wait, so that a due row another instance holds does not make us spin.
+const MIN_WAIT: Duration = Duration::from_millis(100);
+/// How often a waiting sender looks at the shutdown flag.
+const STOP_CHECK: Duration = Duration::from_millis(200);
+const RECONNECT: Duration = Duration::from_secs(1);
+const MAX_BACKOFF: Duration = Duration::from_secs(300);
+/// A mail the server rejects for good (5xx) is dropped after this many attempts.
+const MAX_PERMANENT_FAILURES: i32 = 5;
+
+/// Starts the sender thread; it ends when `app.stopping` is set.
+pub fn start(app: Arc<App>, mailer: Mailer) -> thread::JoinHandle<()> {
+    thread::Builder::new()
+        .name("mail-sender".into())
+        .spawn(move || run(&app, &mailer))
+        .expect("spawn mail sender thread")
+}
+
+fn stopping(app: &App) -> bool {
+    app.stopping.load(Ordering::SeqCst)
+}
+
+/// Keeps a dedicated database connection (LISTEN needs one; a send holds its row lock for the
+/// length of an SMTP conversation, which must not tie up a pooled connection) and reconnects.
+fn run(app: &App, mailer: &Mailer) {
+    while !stopping(app) {
+        let result =
+            db::connect(&app.config, "consoled-mail").and_then(|client| serve(app, mailer, client));
+        if let Err(e) = result {
+            log::warn!("mail sender: {e}; reconnecting");
+            pause(app, RECONNECT);
+        }
+    }
+}
+
+fn serve(app: &App, mailer: &Mailer, mut client: Client) -> Result<(), String> {
+    let db_err = |e: postgres::Error| format!("database: {e}");
+    client
+        .batch_execute("LISTEN consoled_outbox")
+        .map_err(db_err)?;
+    while !stopping(app) {
+        while !stopping(app) && deliver_next(app, mailer, &mut client).map_err(db_err)? {}
+        let wait = outbox::next_due_in(&mut client)
+            .map_err(db_err)?
+            .map_or(POLL, |due| due.clamp(MIN_WAIT, POLL));
+        wait_for_wakeup(app, &mut client, wait)?;
+    }
+    Ok(())
+}
+
+/// Sleeps until a notification arrives, `wait` passes, or shutdown begins.
+fn wait_for_wakeup(app: &App, client: &mut Client, wait: Duration) -> Result<(), String> {
+    let deadline = Instant::now() + wait;
+    loop {
+        let now = Instant::now();
+        if now >= deadline || stopping(app) {
+            return Ok(());
+        }
+        let slice = (deadline - now).min(STOP_CHECK);
+        let woke = client.notifications().timeout_iter(slice).next();
+        match woke {
+            Ok(Some(_)) => {
+                // One pass over the outbox serves every queued notification.
+                let _ = client.notifications().iter().count();
+                return Ok(());
+            }
+            Ok(None) if client.is_closed() => return Err("listener connection lost".into()),
+            Ok(None) => {}
+            Err(e) => return Err(format!("listener: {e}")),
+        }
+    }
+}
+
+fn pause(app: &App, d: Duration) {
+    let deadline = Instant::now() + d;
+    while !stopping(app) && Instant::now() < deadline {
+        thread::sleep(STOP_CHECK.min(deadline - Instant::now()));
+    }
+}
+
+enum Outcome {
+    Sent,
+    /// Nothing to send: an address verified in the meantime, or a reset for an address that
+    /// has no account.
+    Obsolete,
+    Failed(SendError),
+}
+
+/// Claims one due row and handles it; `false` when none is due.
+fn deliver_next(app: &App, mailer: &Mailer, client: &mut Client) -> Result<bool, postgres::Error> {
+    let mut tx = client.transaction()?;
+    let Some(due) = outbox::claim_due(&mut tx)? else {
+        return Ok(false);
+    };
+    match attempt(app, mailer, &mut tx, &due)? {
+        Outcome::Sent => {
+            outbox::delete(&mut tx, due.id)?;
+            app.metrics.mails_sent.fetch_add(1, Ordering::Relaxed);
+            log::info!("mail sent kind={} outbox_id={}", due.kind, due.id);
+        }
+        Outcome::Obsolete => {
+            outbox::delete(&mut tx, due.id)?;
+            log::info!("mail not needed kind={} outbox_id={}", due.kind, due.id);
+        }
+        Outcome::Failed(e) => failed(app, &mut tx, &due, &e)?,
+    }
+    tx.commit()?;
+    Ok(true)
+}
+
+/// Builds and sends the mail of a row. The token is stored in a savepoint that survives only a
+/// successful send: a failed attempt leaves no live token behind.
+fn attempt(
+    app: &App,
+    mailer: &Mailer,
+    tx: &mut Transaction<'_>,
+    due: &outbox::Due,
+) -> Result<Outcome, postgres::Error> {
+    let user = match due.user_id {
+        Some(id) => users::find(tx, id)?,
+        // Queued by address (password forgot): the account is looked up only now.
+        None => users::find_by_email(tx, &Email::normalise(&due.recipient))?,
+    };
+    let obsolete = match due.kind.as_str() {
+        "verify_email" => user.as_ref().is_none_or(|u| u.email_verified),
+        "password_reset" => user.is_none(),
+        _ => false,
+    };
+    if obsolete {
+        return Ok(Outcome::Obsolete);
+    }
+    let mut savepoint = tx.transaction()?;
+    let link = match (token_kind(&due.kind), &user) {
+        (Some((purpose, page)), Some(user)) => {
+            let token = mail_tokens::create(&mut savepoint, user.id, purpose, &due.recipient)?;
+            Some(format!("{}/{page}?token={token}", app.config.console_url))
+        }
+        (Some(_), None) => {
+            return Ok(Outcome::Failed(SendError::permanent("no such user".into())));
+        }
+        (None, _) => None,
+    };
+    let Some(mail) = template(&due.kind, &app.config.console_url, link) else {
+        // Perhaps a newer instance's kind: leave the row for it, with backoff.
+        return Ok(Outcome::Failed(SendError::transient(format!(
+            "unknown mail kind {:?}",
+            due.kind
+        ))));
+    };
+    match mailer.send(&due.recipient, &mail) {
+        Ok(()) => {
+            savepoint.commit()?;
+            Ok(Outcome::Sent)
+        }
+        Err(e) => Ok(Outcome::Failed(e)),
+    }
+}
+
+/// Records a failed attempt: retry later, or give up on a mail the server refuses for good.
+fn failed(
+    app: &App,
+    tx: &mut Transaction<'_>,
+    due: &outbox::Due,
+    e: &SendError,
+) -> Result<(), postgres::Error> {
+    app.metrics.mail_failures.fetch_add(1, Ordering::Relaxed);
+    let message = truncate(&e.message, 500);
+    if e.permanent && due.attempts + 1 >= MAX_PERMANENT_FAILURES {
+        log::error!(
+            "mail dropped kind={} outbox_id={} after {} attempts: {message}",
+            due.kind,
+            due.id,
+            due.attempts + 1
+        );
+        return outbox::delete(tx, due.id);
+    }
+    let delay = backoff(app.config.mail_retry, due.attempts);
+    log::warn!(
+        "mail failed kind={} outbox_id={} attempt={}, retry in {:.1}s: {message}",
+        due.kind,
+        due.id,
+        due.attempts + 1,
+        delay.as_secs_f64()
+    );
+    outbox::defer(tx, due.id, delay, message)
+}
+
+/// `first` doubled per earlier attempt, at most 5 minutes.
+fn backoff(first: Duration, attempts: i32) -> Duration {
+    let factor = 2u32.saturating_pow(attempts.clamp(0, 20) as u32);
+    first.saturating_mul(factor).min(MAX_BACKOFF)
+}
+
+fn truncate(s: &str, max: usize) -> &str {
+    match s.char_indices().nth(max) {
+        Some((i, _)) => &s[..i],
+        None => s,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_up_to_five_minutes() {
+        let first = Duration::from_secs(1);
+        assert_eq!(backoff(first, 0), Duration::from_secs(1));
+        assert_eq!(backoff(first, 1), Duration::from_secs(2));
+        assert_eq!(backoff(first, 5), Duration::from_secs(32));
+        assert_eq!(backoff(first, 9), MAX_BACKOFF);
+        assert_eq!(backoff(first, i32::MAX), MAX_BACKOFF);
+    }
+
+    #[test]
+    fn truncate_keeps_char_boundaries() {
+        assert_eq!(truncate("ééé", 2), "éé");
+        assert_eq!(truncate("ab", 5), "ab");
+    }
+}
