@@ -173,7 +173,7 @@ pub fn enable(app: &App, req: &Request) -> ApiResult<Reply> {
         None => false,
     };
     if !enabled {
-        return wrong_code(tx, session.user_id);
+        return Err(wrong_code(tx, session.user_id));
     }
     let codes = issue_recovery_codes(&mut tx, session.user_id)?;
     notify_and_end_other_sessions(&mut tx, &session, "mfa_enabled")?;
@@ -184,25 +184,34 @@ pub fn enable(app: &App, req: &Request) -> ApiResult<Reply> {
 
 /// `POST /auth/mfa/totp/disable {code}` (TOTP or recovery code).
 pub fn disable(app: &App, req: &Request) -> ApiResult<Reply> {
-    let session = super::require_session(app, req)?;
-    let factor = Factor::from_body(req)?;
-    let mut c = db::conn(&app.pool)?;
-    let mut tx = c.transaction()?;
-    check_cap(&mut tx, session.user_id)?;
-    let secret = enabled_secret(&mut tx, session.user_id)?;
-    if !consume(&mut tx, session.user_id, &secret, &factor)? {
-        return wrong_code(tx, session.user_id);
-    }
-    totp::disable(&mut tx, session.user_id)?;
-    recovery_codes::delete_for_user(&mut tx, session.user_id)?;
-    notify_and_end_other_sessions(&mut tx, &session, "mfa_disabled")?;
-    tx.commit()?;
-    log::info!("mfa disabled user_id={}", session.user_id);
-    Ok(Response::empty(204).into())
+    let (reply, user_id) = with_enabled_factor(app, req, |tx, session| {
+        totp::disable(tx, session.user_id)?;
+        recovery_codes::delete_for_user(tx, session.user_id)?;
+        notify_and_end_other_sessions(tx, session, "mfa_disabled")?;
+        Ok(Response::empty(204).into())
+    })?;
+    log::info!("mfa disabled user_id={user_id}");
+    Ok(reply)
 }
 
 /// `POST /auth/mfa/recovery-codes {code}` (TOTP or recovery code): new codes, the old ones void.
 pub fn regenerate(app: &App, req: &Request) -> ApiResult<Reply> {
+    let (reply, user_id) = with_enabled_factor(app, req, |tx, session| {
+        let codes = issue_recovery_codes(tx, session.user_id)?;
+        Ok(Response::json(200, &json!({ "recovery_codes": codes })).into())
+    })?;
+    log::info!("mfa recovery codes replaced user_id={user_id}");
+    Ok(reply)
+}
+
+/// Runs `act` for a full session whose body carries a valid code of the enabled factor, in the
+/// transaction that consumes the code; a wrong code counts toward the hourly cap instead.
+/// Returns the reply and the user, once committed.
+fn with_enabled_factor(
+    app: &App,
+    req: &Request,
+    act: impl FnOnce(&mut Transaction, &Session) -> ApiResult<Reply>,
+) -> ApiResult<(Reply, i64)> {
     let session = super::require_session(app, req)?;
     let factor = Factor::from_body(req)?;
     let mut c = db::conn(&app.pool)?;
@@ -210,12 +219,11 @@ pub fn regenerate(app: &App, req: &Request) -> ApiResult<Reply> {
     check_cap(&mut tx, session.user_id)?;
     let secret = enabled_secret(&mut tx, session.user_id)?;
     if !consume(&mut tx, session.user_id, &secret, &factor)? {
-        return wrong_code(tx, session.user_id);
+        return Err(wrong_code(tx, session.user_id));
     }
-    let codes = issue_recovery_codes(&mut tx, session.user_id)?;
+    let reply = act(&mut tx, &session)?;
     tx.commit()?;
-    log::info!("mfa recovery codes replaced user_id={}", session.user_id);
-    Ok(Response::json(200, &json!({ "recovery_codes": codes })).into())
+    Ok((reply, session.user_id))
 }
 
 /// Checks a code against the enabled secret and consumes it inside `tx`: false when it is wrong,
@@ -253,11 +261,14 @@ fn check_cap(tx: &mut impl GenericClient, user_id: i64) -> ApiResult<()> {
 }
 
 /// A wrong code on an enrolment endpoint: counted toward the user's hourly cap.
-fn wrong_code(mut tx: Transaction, user_id: i64) -> ApiResult<Reply> {
-    rate::record(&mut tx, &cap_bucket(user_id))?;
-    tx.commit()?;
+/// Counts a wrong code toward the hourly cap; the error to answer (or the database's).
+fn wrong_code(mut tx: Transaction, user_id: i64) -> ApiError {
+    let recorded = rate::record(&mut tx, &cap_bucket(user_id)).and_then(|()| tx.commit());
+    if let Err(e) = recorded {
+        return e.into();
+    }
     log::info!("mfa wrong code user_id={user_id} (enrolment)");
-    Err(ApiError::new(Code::InvalidCode))
+    ApiError::new(Code::InvalidCode)
 }
 
 fn enabled_secret(tx: &mut impl GenericClient, user_id: i64) -> ApiResult<Vec<u8>> {
