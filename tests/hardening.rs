@@ -484,31 +484,51 @@ fn stop_with_work_in_flight(signal: &str) {
     };
     let mut db = db();
     assert_eq!(leases(&mut db), 2);
-    // Twelve logins queue on one hashing thread (tens of ms each): in flight at the signal.
-    let logins: Vec<_> = (0..12)
+    // Twelve logins queue on one hashing thread (tens of ms each): sent before the signal, and
+    // the signal waits until the server holds them (its hash queue is not empty), so that they
+    // are truly in flight rather than racing the closing listener.
+    let csrf = "t".repeat(43);
+    let body = json!({"email": email, "password": PASSWORD}).to_string();
+    let logins: Vec<TcpStream> = (0..12)
         .map(|_| {
-            let email = email.clone();
-            let mut c = Client::new(addr);
-            c.csrf();
-            thread::spawn(move || {
-                let t = Instant::now();
-                let status = c.login(&email, PASSWORD).status;
-                (status, t.elapsed())
-            })
+            let mut s = TcpStream::connect(addr).unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+            let head = format!(
+                "POST /auth/login HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\
+                 X-Forwarded-For: {}\r\nContent-Type: application/json\r\n\
+                 X-CSRF-Token: {csrf}\r\nCookie: svc_csrf={csrf}\r\nContent-Length: {}\r\n\r\n{body}",
+                unique_ip(),
+                body.len()
+            );
+            s.write_all(head.as_bytes()).unwrap();
+            s
         })
         .collect();
-    thread::sleep(Duration::from_millis(60));
+    let queued = Instant::now();
+    loop {
+        let metrics = String::from_utf8(Client::new(addr).get("/metrics").body).unwrap();
+        let depth: usize = metrics
+            .lines()
+            .find_map(|l| l.strip_prefix("consoled_hash_queue_depth "))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0);
+        if depth >= 3 {
+            break;
+        }
+        assert!(
+            queued.elapsed() < Duration::from_secs(5),
+            "logins never reached the hash queue"
+        );
+        thread::sleep(Duration::from_millis(5));
+    }
     let signalled = Instant::now();
     Command::new("kill")
         .args([signal, &child.id().to_string()])
         .status()
         .unwrap();
-    for l in logins {
-        let (status, took) = l.join().unwrap();
-        assert_eq!(
-            status, 200,
-            "an in-flight login was not completed ({took:?})"
-        );
+    for s in logins {
+        let r = read_response(&mut BufReader::new(s));
+        assert_eq!(r.status, 200, "an in-flight login was not completed");
     }
     for s in &mut streams {
         let mut ev = s.next(Duration::from_secs(9));
