@@ -88,6 +88,16 @@ fn client_with_session(server: &TestServer, token: &str) -> Client {
     c
 }
 
+/// Wrong codes counted on the user's pending session.
+fn pending_failed_codes(user_id: i64) -> i32 {
+    db().query_one(
+        "SELECT failed_codes FROM sessions WHERE user_id = $1 AND mfa_pending",
+        &[&user_id],
+    )
+    .unwrap()
+    .get(0)
+}
+
 fn outbox_kinds(user_id: i64) -> Vec<String> {
     db().query(
         "SELECT kind FROM outbox WHERE user_id = $1 ORDER BY id",
@@ -397,13 +407,7 @@ fn malformed_codes_are_400_and_do_not_count() {
         c.post("/auth/mfa/totp", &bad)
             .expect_error(400, "invalid_input");
     }
-    let failed: i32 = db()
-        .query_one(
-            "SELECT failed_codes FROM sessions WHERE user_id = $1 AND mfa_pending",
-            &[&user.user_id],
-        )
-        .unwrap()
-        .get(0);
+    let failed = pending_failed_codes(user.user_id);
     assert_eq!(failed, 0);
     // Spaces as authenticator apps show them are fine.
     let code = totp_code(&user.secret, user.step + 1);
@@ -574,13 +578,7 @@ fn twenty_wrong_codes_an_hour_block_the_user_everywhere() {
         .post("/auth/mfa/totp/disable", &json!({"code": user.recovery[0]}))
         .expect_error(429, "rate_limited");
     // The refusals consumed nothing and did not count against the session.
-    let failed: i32 = db()
-        .query_one(
-            "SELECT failed_codes FROM sessions WHERE user_id = $1 AND mfa_pending",
-            &[&user.user_id],
-        )
-        .unwrap()
-        .get(0);
+    let failed = pending_failed_codes(user.user_id);
     assert_eq!(failed, 1);
 
     // Once the window has passed for the old events, the recovery code still works.
