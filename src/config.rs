@@ -72,8 +72,13 @@ pub struct Config {
     pub body_timeout: Duration,
     /// Open client connections allowed at once; more are closed at once.
     pub max_connections: usize,
-    /// Read time-out of client sockets: idle keep-alive connections and stalled heads end after it.
+    /// Read time-out of client sockets: every single read of a head or body ends after it.
     pub read_timeout: Duration,
+    /// A request head must be complete this long after the server started waiting for it
+    /// (Apache's `RequestReadTimeout header=20`); 408 and close past it.
+    pub header_timeout: Duration,
+    /// A kept-alive connection with nothing in flight closes after this long without a byte.
+    pub keep_alive: Duration,
     pub demo: bool,
     /// Test hook: `GET /__panic` panics inside a handler, to prove the worker survives.
     pub panic_route: bool,
@@ -174,12 +179,12 @@ impl Config {
                 .get("CONSOLED_MAIL_DIR")
                 .unwrap_or_else(|| "./mail".into())
                 .into(),
-            mail_retry: mail_retry(&env)?,
+            mail_retry: env.seconds("CONSOLED_MAIL_RETRY_SECONDS", 1.0, 0.01..=300.0)?,
             mail_sender: env.bool("CONSOLED_MAIL_SENDER", true)?,
             github: provider(&env, "GITHUB", GITHUB_DEFAULTS),
             google: provider(&env, "GOOGLE", GOOGLE_DEFAULTS),
-            oauth_timeout: oauth_timeout(&env)?,
-            ping_interval: Duration::from_secs_f64(env.parse("CONSOLED_PING_SECONDS", 20.0)?),
+            oauth_timeout: env.seconds("CONSOLED_OAUTH_TIMEOUT_SECONDS", 5.0, 0.01..=300.0)?,
+            ping_interval: env.seconds("CONSOLED_PING_SECONDS", 20.0, 0.01..=3600.0)?,
             stream_queue: env.parse("CONSOLED_STREAM_QUEUE", 256)?,
             session_idle: secs(env.parse("CONSOLED_SESSION_IDLE_SECONDS", 12 * 3600)?),
             session_max: secs(env.parse("CONSOLED_SESSION_MAX_SECONDS", 7 * 24 * 3600)?),
@@ -193,12 +198,10 @@ impl Config {
             max_streams: env.parse("CONSOLED_MAX_STREAMS_PER_PRINCIPAL", 10)?,
             max_connections: env.parse("CONSOLED_MAX_CONNECTIONS", 4096)?,
             max_open_streams: env.parse("CONSOLED_MAX_STREAMS", 1024)?,
-            body_timeout: Duration::from_secs_f64(
-                env.parse("CONSOLED_BODY_TIMEOUT_SECONDS", 20.0)?,
-            ),
-            read_timeout: Duration::from_secs_f64(
-                env.parse("CONSOLED_READ_TIMEOUT_SECONDS", 10.0)?,
-            ),
+            body_timeout: env.seconds("CONSOLED_BODY_TIMEOUT_SECONDS", 20.0, 0.05..=3600.0)?,
+            read_timeout: env.seconds("CONSOLED_READ_TIMEOUT_SECONDS", 10.0, 0.05..=3600.0)?,
+            header_timeout: env.seconds("CONSOLED_HEADER_TIMEOUT_SECONDS", 20.0, 0.05..=3600.0)?,
+            keep_alive: env.seconds("CONSOLED_KEEPALIVE_SECONDS", 5.0, 0.05..=3600.0)?,
             demo: env.bool("CONSOLED_DEMO", false)?,
             panic_route: env.bool("CONSOLED_TEST_PANIC_ROUTE", false)?,
         };
@@ -242,17 +245,6 @@ pub fn origin_of(url: &str) -> String {
     url[..end].to_ascii_lowercase()
 }
 
-/// Checked before the conversion: `Duration::from_secs_f64` panics on negative or infinite input.
-fn oauth_timeout(env: &Env) -> Result<Duration, ConfigError> {
-    let secs: f64 = env.parse("CONSOLED_OAUTH_TIMEOUT_SECONDS", 5.0)?;
-    if !(0.01..=300.0).contains(&secs) {
-        return Err(ConfigError(
-            "CONSOLED_OAUTH_TIMEOUT_SECONDS must be between 0.01 and 300".into(),
-        ));
-    }
-    Ok(Duration::from_secs_f64(secs))
-}
-
 fn secs(n: u64) -> Duration {
     Duration::from_secs(n)
 }
@@ -285,16 +277,6 @@ fn provider(env: &Env, name: &str, defaults: [&str; 3]) -> Option<ProviderConfig
             .trim_end_matches('/')
             .to_string(),
     })
-}
-
-fn mail_retry(env: &Env) -> Result<Duration, ConfigError> {
-    let secs: f64 = env.parse("CONSOLED_MAIL_RETRY_SECONDS", 1.0)?;
-    if !(0.01..=300.0).contains(&secs) {
-        return Err(ConfigError(
-            "CONSOLED_MAIL_RETRY_SECONDS must be between 0.01 and 300".into(),
-        ));
-    }
-    Ok(Duration::from_secs_f64(secs))
 }
 
 fn url_var(env: &Env, name: &str, default: &str) -> Result<String, ConfigError> {
@@ -337,6 +319,25 @@ impl Env {
                 .parse()
                 .map_err(|_| ConfigError(format!("{name}: cannot parse {v:?}"))),
         }
+    }
+
+    /// Seconds within `range`, checked before the conversion (`Duration::from_secs_f64` panics
+    /// on negative or infinite input).
+    fn seconds(
+        &self,
+        name: &str,
+        default: f64,
+        range: std::ops::RangeInclusive<f64>,
+    ) -> Result<Duration, ConfigError> {
+        let secs: f64 = self.parse(name, default)?;
+        if !range.contains(&secs) {
+            return Err(ConfigError(format!(
+                "{name} must be between {} and {}",
+                range.start(),
+                range.end()
+            )));
+        }
+        Ok(Duration::from_secs_f64(secs))
     }
 
     fn bool(&self, name: &str, default: bool) -> Result<bool, ConfigError> {

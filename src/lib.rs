@@ -1,6 +1,6 @@
 //! consoled: account sessions and a change stream for a cloud console, as a synchronous,
 //! thread-per-connection server on tiny_http and PostgreSQL.
-#![forbid(unsafe_code)]
+#![deny(unsafe_code)]
 
 pub mod app;
 pub mod auth;
@@ -71,7 +71,7 @@ pub fn migrate(config: &Config, wait: Duration) -> Result<Vec<i32>, String> {
 
 /// Migrates, builds the application and starts serving on `config.listen`.
 pub fn serve(config: Config) -> Result<Service, String> {
-    let listener = server::bind(config.listen)
+    let listener = server::bind(config.listen, config.read_timeout)
         .map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;
     serve_on(config, listener)
 }

@@ -31,6 +31,13 @@ pub struct Metrics {
     pub mails_sent: AtomicU64,
     pub mail_failures: AtomicU64,
     pub connections_refused: AtomicU64,
+    /// Connections the guard could not find the socket of (closed at once; should stay 0).
+    pub connections_unguarded: AtomicU64,
+    pub connections_idle_closed: AtomicU64,
+    pub heads_timed_out: AtomicU64,
+    pub heads_too_large: AtomicU64,
+    pub drains_cut: AtomicU64,
+    pub connections_aborted: AtomicU64,
 }
 
 /// Gauges read at scrape time from their owners.
@@ -137,6 +144,36 @@ impl Metrics {
                 "consoled_connections_refused_total",
                 "Connections refused at the connection cap.",
                 &self.connections_refused,
+            ),
+            (
+                "consoled_connections_unguarded_total",
+                "Accepted connections closed because their socket could not be found.",
+                &self.connections_unguarded,
+            ),
+            (
+                "consoled_connections_idle_closed_total",
+                "Idle keep-alive or silent connections closed by the connection guard.",
+                &self.connections_idle_closed,
+            ),
+            (
+                "consoled_heads_timed_out_total",
+                "Request heads cut off at their deadline.",
+                &self.heads_timed_out,
+            ),
+            (
+                "consoled_heads_too_large_total",
+                "Request heads refused for size.",
+                &self.heads_too_large,
+            ),
+            (
+                "consoled_drains_cut_total",
+                "Refused request bodies whose draining was cut short.",
+                &self.drains_cut,
+            ),
+            (
+                "consoled_connections_aborted_total",
+                "Cut connections reset because their client kept sending.",
+                &self.connections_aborted,
             ),
         ];
         for (name, help, value) in counters {

@@ -80,8 +80,9 @@ fn a_stalled_head_is_cut_off_while_others_are_served() {
 }
 
 #[test]
-fn idle_keep_alive_connections_are_closed() {
-    let server = TestServer::with(&[("CONSOLED_READ_TIMEOUT_SECONDS", "1")]);
+fn idle_keep_alive_connections_are_closed_without_a_word() {
+    // The read time-out stays long: it is the keep-alive time-out that closes.
+    let server = TestServer::with(&[("CONSOLED_KEEPALIVE_SECONDS", "1")]);
     let mut s = connect(&server);
     s.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
         .unwrap();
@@ -91,15 +92,196 @@ fn idle_keep_alive_connections_are_closed() {
     let t = Instant::now();
     let mut rest = Vec::new();
     let _ = reader.read_to_end(&mut rest);
+    let took = t.elapsed();
     assert!(
-        t.elapsed() < Duration::from_secs(4),
-        "idle connection kept {:?}",
-        t.elapsed()
+        took >= Duration::from_millis(900) && took < Duration::from_secs(3),
+        "idle connection kept {took:?}"
+    );
+    assert!(
+        rest.is_empty(),
+        "closed silently, not with {:?}",
+        String::from_utf8_lossy(&rest)
     );
 }
 
 #[test]
-fn oversized_heads_are_refused_or_survived() {
+fn keep_alive_never_cuts_a_connection_waiting_for_its_response() {
+    // One hash thread and thirty-two logins at once: the last ones wait for many hashes, several
+    // guard ticks longer than the keep-alive time-out, on connections that have already served
+    // a request.
+    let server = TestServer::with(&[
+        ("CONSOLED_KEEPALIVE_SECONDS", "0.05"),
+        ("CONSOLED_HASH_THREADS", "1"),
+        ("CONSOLED_HASH_QUEUE", "64"),
+    ]);
+    let mut c = server.client();
+    let (email, _) = c.signup();
+    let csrf = c.csrf();
+    let addr = server.addr;
+    let clients: Vec<_> = (0..32)
+        .map(|_| {
+            let (email, csrf) = (email.clone(), csrf.clone());
+            std::thread::spawn(move || {
+                let mut s = TcpStream::connect(addr).unwrap();
+                s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+                let mut reader = BufReader::new(s.try_clone().unwrap());
+                s.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+                    .unwrap();
+                assert_eq!(read_response(&mut reader).status, 200);
+                let body = format!(r#"{{"email":"{email}","password":"wrong password 1"}}"#);
+                let rq = format!(
+                    "POST /auth/login HTTP/1.1\r\nHost: x\r\nCookie: svc_csrf={csrf}\r\n\
+                     X-CSRF-Token: {csrf}\r\nContent-Type: application/json\r\n\
+                     Content-Length: {}\r\n\r\n{body}",
+                    body.len()
+                );
+                let t = Instant::now();
+                s.write_all(rq.as_bytes()).unwrap();
+                (read_response(&mut reader).status, t.elapsed())
+            })
+        })
+        .collect();
+    let results: Vec<(u16, Duration)> = clients.into_iter().map(|c| c.join().unwrap()).collect();
+    let slowest = results.iter().map(|r| r.1).max().unwrap();
+    assert!(
+        slowest > Duration::from_millis(250),
+        "the test needs responses slower than the keep-alive time-out: {results:?}"
+    );
+    assert!(
+        results.iter().all(|(st, _)| *st == 401 || *st == 429),
+        "every login answered: {results:?}"
+    );
+}
+
+/// Sends `head` and then one more header line every `every`, until the server stops taking
+/// them or `limit` passes; returns how long that went on.
+fn drip(mut s: TcpStream, head: &[u8], every: Duration, limit: Duration) -> Duration {
+    let t = Instant::now();
+    let _ = s.write_all(head);
+    let mut i = 0;
+    while t.elapsed() < limit {
+        std::thread::sleep(every);
+        i += 1;
+        if s.write_all(format!("X-Drip-{i}: {}\r\n", "d".repeat(20)).as_bytes())
+            .is_err()
+        {
+            break;
+        }
+    }
+    t.elapsed()
+}
+
+#[test]
+fn a_head_dripping_in_forever_is_cut_at_the_head_deadline() {
+    // Every read succeeds well inside the read time-out; only the head deadline can stop it.
+    let server = TestServer::with(&[("CONSOLED_HEADER_TIMEOUT_SECONDS", "2")]);
+    let s = connect(&server);
+    let writer = s.try_clone().unwrap();
+    let dripping = std::thread::spawn(move || {
+        drip(
+            writer,
+            b"GET /healthz HTTP/1.1\r\nHost: x\r\n",
+            Duration::from_millis(200),
+            Duration::from_secs(20),
+        )
+    });
+    let mut c = server.client();
+    for _ in 0..5 {
+        c.get("/healthz").expect(200);
+    }
+    let (out, took) = read_until_closed(s);
+    let text = String::from_utf8_lossy(&out);
+    assert!(
+        took >= Duration::from_millis(1800) && took < Duration::from_secs(4),
+        "cut after {took:?}"
+    );
+    assert!(text.starts_with("HTTP/1.1 408 "), "{text}");
+    assert!(text.contains(r#""code":"request_timeout""#), "{text}");
+    assert!(dripping.join().unwrap() < Duration::from_secs(6));
+    c.get("/healthz").expect(200);
+    let metrics = String::from_utf8(c.get("/metrics").body).unwrap();
+    assert!(
+        metrics.contains("consoled_heads_timed_out_total 1"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("consoled_connections_unguarded_total 0"),
+        "{metrics}"
+    );
+}
+
+/// Waits until the server has no client connection (no connection thread) left.
+fn wait_no_connections(server: &TestServer, limit: Duration) -> Duration {
+    let t = Instant::now();
+    let server_ = &server.service.as_ref().unwrap().server;
+    while server_.connections() > 0 && t.elapsed() < limit {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(server_.connections(), 0, "a connection is still held");
+    t.elapsed()
+}
+
+#[test]
+fn a_head_that_never_ends_is_refused_at_once() {
+    let server = TestServer::start();
+    let s = connect(&server);
+    let mut writer = s.try_clone().unwrap();
+    writer
+        .set_write_timeout(Some(Duration::from_secs(2)))
+        .unwrap();
+    // Header lines as fast as the server takes them, for up to 30 s.
+    let flooding = std::thread::spawn(move || {
+        let t = Instant::now();
+        let _ = writer.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n");
+        let line = format!("X-Junk: {}\r\n", "j".repeat(1000));
+        while t.elapsed() < Duration::from_secs(30) && writer.write_all(line.as_bytes()).is_ok() {}
+    });
+    let mut reader = BufReader::new(s);
+    let t = Instant::now();
+    let r = read_response(&mut reader);
+    assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
+    r.expect_error(431, "header_too_large");
+    // The server has let go of the connection (its thread is gone), whatever the client does.
+    wait_no_connections(&server, Duration::from_secs(3));
+    drop(reader);
+    flooding.join().unwrap();
+    server.client().get("/healthz").expect(200);
+}
+
+#[test]
+fn a_refused_body_is_not_drained_for_ever() {
+    let server = TestServer::start();
+    let mut s = connect(&server);
+    s.write_all(
+        b"POST /auth/login HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100000000000000\r\n\r\n",
+    )
+    .unwrap();
+    let mut writer = s.try_clone().unwrap();
+    writer
+        .set_write_timeout(Some(Duration::from_secs(2)))
+        .unwrap();
+    // The client goes on sending the body it announced.
+    let sending = std::thread::spawn(move || {
+        let t = Instant::now();
+        let chunk = vec![b'x'; 16 * 1024];
+        while t.elapsed() < Duration::from_secs(30) && writer.write_all(&chunk).is_ok() {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        t.elapsed()
+    });
+    let mut reader = BufReader::new(s);
+    let (status, _) = read_head(&mut reader);
+    assert_eq!(status, 413);
+    // Drained for at most 5 s (and a grace), then let go while the client still sends.
+    let took = wait_no_connections(&server, Duration::from_secs(9));
+    assert!(took > Duration::from_secs(3), "drained only {took:?}");
+    drop(reader);
+    sending.join().unwrap();
+    server.client().get("/healthz").expect(200);
+}
+
+#[test]
+fn oversized_heads_are_refused() {
     let server = TestServer::start();
     let mut c = server.client();
     // A header we read, over 8 KiB: 431.
@@ -126,11 +308,9 @@ fn oversized_heads_are_refused_or_survived() {
     head.push_str("\r\n");
     s.write_all(head.as_bytes()).unwrap();
     let (out, _) = read_until_closed(s);
-    assert!(
-        out.starts_with(b"HTTP/1.1 "),
-        "some answer: {:?}",
-        String::from_utf8_lossy(&out[..out.len().min(80)])
-    );
+    let text = String::from_utf8_lossy(&out);
+    assert!(text.starts_with("HTTP/1.1 431 "), "{text}");
+    assert!(text.contains(r#""code":"header_too_large""#), "{text}");
     c.get("/healthz").expect(200);
 }
 

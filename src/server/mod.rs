@@ -10,16 +10,19 @@
 //!
 //! Defences against tiny_http's known defects live here (see README "Hardening"):
 //! - socket timeouts: SO_RCVTIMEO/SO_SNDTIMEO set on the listener are inherited by every accepted
-//!   socket, so an idle keep-alive connection or a stalled head is cut after `read_timeout`; our
-//!   own accept loop treats the listener's resulting accept time-outs as ticks, not errors;
+//!   socket, so every single read or write ends after `read_timeout`;
+//! - the connection guard (`guard`): a deadline and a 16 KiB limit for each request head, the
+//!   idle keep-alive time-out, and a bound on draining a refused body, enforced by a thread that
+//!   shuts the socket down (tiny_http never hands us the socket; `sock` finds it);
 //! - one thread per connection spawned by us (no task-pool race), at most `max_connections`;
 //!   past that a connection is closed at once and counted;
-//! - a body declared larger than 64 KiB is answered 413 on a short-lived thread of its own, as
-//!   tiny_http drains unread bodies inside `respond`, which must not tie up a worker.
+//! - bodies are read on the connection thread under a deadline and a size limit (64 KiB), so a
+//!   worker never waits on a client.
 
 use std::collections::HashMap;
 use std::io::{self, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::fd::AsRawFd;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -34,6 +37,15 @@ use crate::error::{ApiError, Code};
 use crate::events::{Ender, StreamPlan};
 use crate::http::{Method, Request, Response, MAX_BODY};
 use crate::router;
+
+mod guard;
+#[allow(unsafe_code)]
+mod sock;
+
+use guard::{Conn, Guard, InFlight, Limits, Phase};
+
+/// A refused body is drained (so that the client can read our answer) at most this long.
+const DRAIN: Duration = Duration::from_secs(5);
 
 /// Stack of an event-stream thread: it only formats small events and blocks on a channel.
 const STREAM_STACK: usize = 128 * 1024;
@@ -68,6 +80,8 @@ struct StreamEntry {
 struct Incoming {
     rq: tiny_http::Request,
     body: Vec<u8>,
+    /// Held until the response is written (or the stream has ended).
+    done: InFlight,
 }
 
 /// Requests that may become a stream: a request pipelined behind one must wait for it even
@@ -77,17 +91,16 @@ fn may_stream(rq: &tiny_http::Request) -> bool {
 }
 
 /// Listening socket with the options its accepted sockets inherit.
-pub fn bind(addr: SocketAddr) -> io::Result<TcpListener> {
-    bind_with(addr, Duration::from_secs(10))
-}
-
-pub fn bind_with(addr: SocketAddr, read_timeout: Duration) -> io::Result<TcpListener> {
+/// `read_timeout` must be the `read_timeout` the server will be started with: the listener
+/// carries it plus the mark by which the accept loop finds each new socket (see `sock`), set
+/// before `listen` so that no connection arrives unmarked.
+pub fn bind(addr: SocketAddr, read_timeout: Duration) -> io::Result<TcpListener> {
     let socket = Socket::new(Domain::for_address(addr), Type::STREAM, None)?;
     socket.set_reuse_address(true)?;
     // Inherited by accepted sockets on Linux. Write: a client that stops reading cannot hold a
-    // writer longer than this. Read: idle keep-alive and stalled heads end after this.
+    // writer longer than this. Read: marked here, set to `read_timeout` once accepted.
     socket.set_write_timeout(Some(Duration::from_secs(10)))?;
-    socket.set_read_timeout(Some(read_timeout))?;
+    socket.set_read_timeout(Some(read_timeout + sock::MARK))?;
     socket.bind(&addr.into())?;
     socket.listen(1024)?;
     Ok(socket.into())
@@ -96,6 +109,13 @@ pub fn bind_with(addr: SocketAddr, read_timeout: Duration) -> io::Result<TcpList
 impl Server {
     pub fn start(app: Arc<App>, listener: TcpListener) -> io::Result<Server> {
         let addr = listener.local_addr()?;
+        let mark = sock::listener_mark(&listener, app.config.read_timeout)?;
+        let guard = Guard::new(Limits {
+            head: app.config.header_timeout,
+            keep_alive: app.config.keep_alive,
+            drain: DRAIN,
+        });
+        guard.spawn(app.stopping.clone(), app.metrics.clone())?;
         let (tx, rx) = bounded::<Incoming>(app.config.workers * 4);
         let shared = Arc::new(Shared {
             app: app.clone(),
@@ -107,7 +127,7 @@ impl Server {
         let accept_shared = shared.clone();
         thread::Builder::new()
             .name("accept".into())
-            .spawn(move || accept_loop(listener.into(), tx, &accept_shared))?;
+            .spawn(move || accept_loop(&listener, mark, &guard, tx, &accept_shared))?;
         let workers = (0..app.config.workers)
             .map(|i| {
                 let shared = shared.clone();
@@ -206,11 +226,35 @@ pub fn connection_cap(configured: usize) -> usize {
 /// Stack of a connection thread: tiny_http's head parser needs little.
 const CONNECTION_STACK: usize = 256 * 1024;
 
-fn accept_loop(listener: tiny_http::Listener, queue: Sender<Incoming>, shared: &Arc<Shared>) {
+fn accept_loop(
+    listener: &TcpListener,
+    mark: Duration,
+    guard: &Guard,
+    queue: Sender<Incoming>,
+    shared: &Arc<Shared>,
+) {
     let ssl = tiny_http::SslContextWrap::build_ssl_capabilities(None).expect("no TLS configured");
     let max = connection_cap(shared.app.config.max_connections);
+    let metrics = &shared.app.metrics;
+    let lfd = listener.as_raw_fd();
+    let Ok(tl) = listener.try_clone() else {
+        log::error!("cannot clone the listening socket");
+        return;
+    };
+    let tl = tiny_http::Listener::from(tl);
     while !shared.app.stopping.load(Ordering::SeqCst) {
-        let client = match tiny_http::Server::accept_connection(&listener, &ssl) {
+        match sock::wait_readable(lfd, Duration::from_secs(1)) {
+            Ok(true) => {}
+            Ok(false) => continue,
+            Err(e) => {
+                log::warn!("poll on the listener: {e}");
+                thread::sleep(Duration::from_millis(50));
+                continue;
+            }
+        }
+        // Where tiny_http's accept will most likely put the new socket.
+        let hint = sock::lowest_free(lfd).ok();
+        let client = match tiny_http::Server::accept_connection(&tl, &ssl) {
             Ok(Some(client)) => client,
             Ok(None) => continue,
             // The listener's read timeout makes accept() time out: a tick, not an error.
@@ -230,23 +274,31 @@ fn accept_loop(listener: tiny_http::Listener, queue: Sender<Incoming>, shared: &
             }
         };
         if shared.connections.load(Ordering::SeqCst) >= max {
-            shared
-                .app
-                .metrics
-                .connections_refused
-                .fetch_add(1, Ordering::Relaxed);
+            metrics.connections_refused.fetch_add(1, Ordering::Relaxed);
             drop(client);
             continue;
         }
+        // Find the socket and give it its real read time-out (which removes the mark); a
+        // connection we cannot guard is not served.
+        let fd = sock::find_fresh(listener, mark, hint)
+            .filter(|&fd| sock::set_read_timeout(fd, shared.app.config.read_timeout).is_ok());
+        let Some(fd) = fd else {
+            log::warn!("closed an accepted connection whose socket could not be found");
+            metrics
+                .connections_unguarded
+                .fetch_add(1, Ordering::Relaxed);
+            drop(client);
+            continue;
+        };
+        let conn = guard.watch(fd);
         shared.connections.fetch_add(1, Ordering::SeqCst);
         let (queue, shared2) = (queue.clone(), shared.clone());
         let spawned = thread::Builder::new()
             .name("conn".into())
             .stack_size(CONNECTION_STACK)
             .spawn(move || {
-                // Malformed heads (bad framing, CR/LF in a header) end the iteration after
-                // tiny_http has answered them with 400.
-                serve_connection(client.flatten(), &queue, &shared2);
+                serve_connection(client, &conn, &queue, &shared2);
+                drop(conn);
                 shared2.connections.fetch_sub(1, Ordering::SeqCst);
             });
         if let Err(e) = spawned {
@@ -279,25 +331,49 @@ fn worker_loop(shared: &Arc<Shared>) {
     }
 }
 
-/// Reads the requests of one connection, heads (tiny_http) and bodies (ours, under a deadline),
-/// and queues complete requests, so that a worker never waits on a client. A body that is too
-/// large or too slow, or a request arriving during shutdown, is answered here and ends the
-/// connection: what the client sends after it is never read as a request.
+/// Reads the requests of one connection, heads (tiny_http, under the guard) and bodies (ours,
+/// under a deadline), and queues complete requests, so that a worker never waits on a client.
+/// A head or body that is too large or too slow, or a request arriving during shutdown, is
+/// answered here and ends the connection: what the client sends after it is never read as a
+/// request.
 fn serve_connection(
-    requests: impl Iterator<Item = tiny_http::Request>,
+    mut requests: impl Iterator<Item = Result<tiny_http::Request, impl std::fmt::Debug>>,
+    conn: &Arc<Conn>,
     queue: &Sender<Incoming>,
     shared: &Shared,
 ) {
     let app = &shared.app;
-    for mut rq in requests {
+    let mut first = true;
+    let mut quiet = false;
+    loop {
+        conn.arm(Phase::Head { first, quiet });
+        let next = requests.next();
+        let Some(too_large) = conn.disarm() else {
+            return;
+        };
+        let mut rq = match next {
+            None => return,
+            Some(Ok(rq)) => rq,
+            // tiny_http has answered a malformed head with 400; nothing follows it.
+            Some(Err(e)) => {
+                log::debug!("malformed request head: {e:?}");
+                return;
+            }
+        };
+        first = false;
+        quiet = may_stream(&rq);
         let body = if app.stopping.load(Ordering::SeqCst) {
             Err(ApiError::new(Code::Unavailable).message("The server is shutting down."))
+        } else if too_large {
+            Err(ApiError::new(Code::HeaderTooLarge)
+                .message("The request head is larger than 16 KiB."))
         } else {
             read_body(&mut rq, app.config.body_timeout)
         };
         match body {
             Ok(body) => {
-                if queue.send(Incoming { rq, body }).is_err() {
+                let done = conn.begin();
+                if queue.send(Incoming { rq, body, done }).is_err() {
                     return;
                 }
             }
@@ -306,9 +382,11 @@ fn serve_connection(
                 app.metrics
                     .observe("unread", e.code.status(), Duration::ZERO);
                 let path = rq.url().split('?').next().unwrap_or("").to_string();
-                // tiny_http drains what is left of a declared body here, bounded per read by
-                // the socket's read timeout; then the connection closes.
+                // tiny_http drains what is left of a declared body after writing the answer;
+                // the guard bounds that. Then the connection closes.
+                conn.arm(Phase::Drain);
                 respond(rq, router::finish(&path, Response::from_error(&e)));
+                conn.disarm();
                 return;
             }
         }
@@ -381,7 +459,7 @@ fn take(shared: &Arc<Shared>, incoming: Incoming) {
 }
 
 fn handle(shared: &Arc<Shared>, incoming: Incoming) {
-    let Incoming { rq, body } = incoming;
+    let Incoming { rq, body, done } = incoming;
     let started = Instant::now();
     let app = &shared.app;
     let (route, outcome) = match admit(app, &rq).and_then(|()| read_request(&rq, body)) {
@@ -402,7 +480,7 @@ fn handle(shared: &Arc<Shared>, incoming: Incoming) {
     match outcome {
         Ok((Reply::Stream(plan), _)) => {
             app.metrics.observe(route, 200, started.elapsed());
-            start_stream(shared, rq, plan);
+            start_stream(shared, rq, plan, done);
         }
         Ok((Reply::Response(response), _)) => {
             app.metrics
@@ -508,7 +586,7 @@ fn respond(rq: tiny_http::Request, response: Response) {
 /// Writes the event-stream head on the raw connection and runs the stream on its own thread.
 /// The body is chunked, so that ending a stream (revocation, expiry, shutdown, a pipelined
 /// request) is seen by the client at once, whatever the connection does next.
-fn start_stream(shared: &Arc<Shared>, rq: tiny_http::Request, plan: StreamPlan) {
+fn start_stream(shared: &Arc<Shared>, rq: tiny_http::Request, plan: StreamPlan, done: InFlight) {
     let peer = rq.remote_addr().copied();
     let http10 = rq.http_version() == &tiny_http::HTTPVersion(1, 0);
     let mut writer = rq.into_writer();
@@ -552,6 +630,7 @@ fn start_stream(shared: &Arc<Shared>, rq: tiny_http::Request, plan: StreamPlan) 
             plan.run(&mut body);
             body.finish();
             drop(body);
+            drop(done);
             // Requests pipelined behind the stream are answered now, in order.
             answer_held(&shared2, peer);
         });

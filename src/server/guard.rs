@@ -1,0 +1,491 @@
+//! The connection guard: deadlines and a size limit for request heads, an idle keep-alive
+//! time-out, and a bound on draining a refused body. tiny_http reads heads itself, byte by byte
+//! and without limits, on our connection thread; only another thread can stop it. One guard
+//! thread per server looks at every connection each tick and, when a limit is passed, answers
+//! (if nothing else is being written on the connection) and shuts the socket down, which ends
+//! tiny_http's blocked read at once.
+//!
+//! A connection's descriptor is only touched while its connection thread has it armed, that is
+//! while the thread is inside tiny_http's head parser or a drain and holds the connection, so
+//! the descriptor cannot have been closed and reused.
+
+use std::net::Shutdown;
+use std::os::fd::RawFd;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use super::sock;
+use crate::error::{ApiError, Code};
+use crate::http::Response;
+use crate::metrics::Metrics;
+
+/// Largest request head (request line and all header lines) we take.
+pub const MAX_HEAD: usize = 16 * 1024;
+/// tiny_http reads up to this far past the end of a head (its buffer), so a consumed count
+/// over `MAX_HEAD + READ_AHEAD` proves a head over `MAX_HEAD`.
+const READ_AHEAD: u64 = 1024;
+const TICK: Duration = Duration::from_millis(100);
+/// A cut connection whose thread is still reading (its client keeps sending) is aborted after
+/// this: time for our answer to leave.
+const ABORT_GRACE: Duration = Duration::from_secs(1);
+/// Heads pipelined behind a stream have no deadline; their size is checked this often.
+const QUIET_EVERY: u32 = 10;
+
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    /// A request head must be complete this long after the connection started waiting for it.
+    pub head: Duration,
+    /// A kept-alive connection with nothing in flight closes after this long without a byte.
+    pub keep_alive: Duration,
+    /// A refused body is drained (so that the client reads our answer) at most this long.
+    pub drain: Duration,
+}
+
+/// What the connection thread is waiting for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Phase {
+    /// A request head. `first`: the connection's first; `quiet`: behind a stream request,
+    /// which may last for hours, so only the size counts.
+    Head { first: bool, quiet: bool },
+    /// tiny_http discarding the rest of a body after we answered.
+    Drain,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Action {
+    Wait,
+    /// Close without a word: idle keep-alive, or a silent new connection.
+    Close,
+    /// Answer (nothing else is being written) and close.
+    Answer(Code),
+    /// A response is being written: stop reading and let tiny_http end the connection after it.
+    StopReading,
+}
+
+/// What the guard knows about an armed connection at one tick.
+#[derive(Clone, Copy, Debug)]
+pub struct Seen {
+    pub phase: Phase,
+    /// How long the connection has been waiting for the client: since it was armed or since
+    /// its last response was done, whichever is later (for a drain: since it was armed).
+    pub waited: Duration,
+    /// Requests of this connection not yet fully answered (an open stream counts).
+    pub in_flight: usize,
+    /// Bytes taken off the socket since it was armed, if looked at this tick.
+    pub consumed: Option<u64>,
+    pub stopping: bool,
+}
+
+/// Whether `consumed` bytes taken off the socket while waiting for one head prove that head
+/// larger than `MAX_HEAD`.
+fn too_large(consumed: u64) -> bool {
+    consumed > MAX_HEAD as u64 + READ_AHEAD
+}
+
+/// The guard's rules, apart from the clock and the socket.
+pub fn decide(s: Seen, limits: &Limits) -> Action {
+    let (first, quiet) = match s.phase {
+        Phase::Drain if s.waited >= limits.drain => return Action::StopReading,
+        Phase::Drain => return Action::Wait,
+        Phase::Head { first, quiet } => (first, quiet),
+    };
+    let answer = |code| {
+        if s.in_flight == 0 {
+            Action::Answer(code)
+        } else {
+            Action::StopReading
+        }
+    };
+    if too_large(s.consumed.unwrap_or(0)) {
+        return answer(Code::HeaderTooLarge);
+    }
+    let started = s.consumed.is_some_and(|n| n > 0);
+    if !started {
+        return if s.in_flight > 0 {
+            // The client is waiting for us (a slow response, an open stream).
+            Action::Wait
+        } else if s.stopping
+            || s.waited
+                >= if first {
+                    limits.head
+                } else {
+                    limits.keep_alive
+                }
+        {
+            Action::Close
+        } else {
+            Action::Wait
+        };
+    }
+    if quiet && s.in_flight > 0 {
+        // A request pipelined behind an open stream: the stream ends once its head is in.
+        return Action::Wait;
+    }
+    if s.waited >= limits.head {
+        return answer(Code::RequestTimeout);
+    }
+    Action::Wait
+}
+
+/// One client connection as the guard sees it.
+pub struct Conn {
+    fd: RawFd,
+    state: Mutex<State>,
+    in_flight: AtomicUsize,
+}
+
+struct State {
+    armed: Option<Armed>,
+    /// The guard ended this connection while it was armed.
+    cut: bool,
+    /// When to abort a cut connection whose thread is still inside tiny_http (a client that
+    /// keeps sending keeps tiny_http reading after a shutdown).
+    abort_at: Option<Instant>,
+    last_done: Instant,
+    ticks: u32,
+}
+
+struct Armed {
+    phase: Phase,
+    since: Instant,
+    /// `sock::consumed` when armed.
+    base: u64,
+}
+
+impl Conn {
+    /// Arms the guard before tiny_http waits for a head or drains a body.
+    pub fn arm(&self, phase: Phase) {
+        let base = sock::consumed(self.fd).unwrap_or(0);
+        let mut st = self.state.lock().unwrap();
+        st.armed = Some(Armed {
+            phase,
+            since: Instant::now(),
+            base,
+        });
+        st.ticks = 0;
+    }
+
+    /// Disarms. `None` if the guard ended the connection meanwhile (what tiny_http returned
+    /// must then be dropped: its answer could not be delivered), else whether the bytes taken
+    /// off the socket while armed prove a head over `MAX_HEAD`.
+    pub fn disarm(&self) -> Option<bool> {
+        let mut st = self.state.lock().unwrap();
+        st.abort_at = None;
+        let armed = st.armed.take()?;
+        if st.cut {
+            return None;
+        }
+        let consumed = sock::consumed(self.fd).unwrap_or(0);
+        Some(too_large(consumed.saturating_sub(armed.base)))
+    }
+
+    /// Counts a request whose response is being produced, until the returned token drops.
+    pub fn begin(self: &Arc<Conn>) -> InFlight {
+        self.in_flight.fetch_add(1, Ordering::SeqCst);
+        InFlight(self.clone())
+    }
+}
+
+/// A request of a connection that has not been fully answered yet.
+pub struct InFlight(Arc<Conn>);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.state.lock().unwrap().last_done = Instant::now();
+        self.0.in_flight.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// The guard of one server: its connections and its thread.
+pub struct Guard {
+    limits: Limits,
+    conns: Mutex<Vec<Weak<Conn>>>,
+}
+
+impl Guard {
+    pub fn new(limits: Limits) -> Arc<Guard> {
+        Arc::new(Guard {
+            limits,
+            conns: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// Registers a connection tiny_http accepted on descriptor `fd`.
+    pub fn watch(&self, fd: RawFd) -> Arc<Conn> {
+        let now = Instant::now();
+        let conn = Arc::new(Conn {
+            fd,
+            state: Mutex::new(State {
+                armed: None,
+                cut: false,
+                abort_at: None,
+                last_done: now,
+                ticks: 0,
+            }),
+            in_flight: AtomicUsize::new(0),
+        });
+        self.conns.lock().unwrap().push(Arc::downgrade(&conn));
+        conn
+    }
+
+    /// Runs the guard until the server stops and its connections are gone.
+    pub fn spawn(
+        self: &Arc<Guard>,
+        stopping: Arc<AtomicBool>,
+        metrics: Arc<Metrics>,
+    ) -> std::io::Result<thread::JoinHandle<()>> {
+        let guard = self.clone();
+        thread::Builder::new()
+            .name("conn-guard".into())
+            .spawn(move || loop {
+                thread::sleep(TICK);
+                let stop = stopping.load(Ordering::SeqCst);
+                let live: Vec<Arc<Conn>> = {
+                    let mut conns = guard.conns.lock().unwrap();
+                    conns.retain(|c| c.strong_count() > 0);
+                    conns.iter().filter_map(Weak::upgrade).collect()
+                };
+                if stop && live.is_empty() {
+                    return;
+                }
+                for conn in live {
+                    guard.check(&conn, stop, &metrics);
+                }
+            })
+    }
+
+    fn check(&self, conn: &Conn, stopping: bool, metrics: &Metrics) {
+        let mut st = conn.state.lock().unwrap();
+        if let Some(at) = st.abort_at {
+            // Still inside tiny_http after the grace: the descriptor is still its own.
+            if Instant::now() >= at {
+                st.abort_at = None;
+                let _ = sock::abort(conn.fd);
+                metrics.connections_aborted.fetch_add(1, Ordering::Relaxed);
+            }
+            return;
+        }
+        let Some(armed) = &st.armed else { return };
+        let (phase, since, base) = (armed.phase, armed.since, armed.base);
+        st.ticks += 1;
+        let quiet = matches!(phase, Phase::Head { quiet: true, .. });
+        let look = phase != Phase::Drain && (!quiet || st.ticks % QUIET_EVERY == 0 || stopping);
+        let waited = match phase {
+            Phase::Drain => since.elapsed(),
+            Phase::Head { .. } => since.max(st.last_done).elapsed(),
+        };
+        let seen = Seen {
+            phase,
+            waited,
+            in_flight: conn.in_flight.load(Ordering::SeqCst),
+            consumed: if look {
+                sock::consumed(conn.fd).ok().map(|n| n.saturating_sub(base))
+            } else {
+                None
+            },
+            stopping,
+        };
+        let action = decide(seen, &self.limits);
+        let fd = conn.fd;
+        match action {
+            Action::Wait => return,
+            Action::Close => {
+                sock::shutdown(fd, Shutdown::Both);
+                metrics
+                    .connections_idle_closed
+                    .fetch_add(1, Ordering::Relaxed);
+            }
+            Action::Answer(code) => {
+                let _ = sock::send_now(fd, &raw_answer(code));
+                sock::shutdown(fd, Shutdown::Both);
+                count_cut(metrics, code, phase);
+            }
+            Action::StopReading => {
+                sock::shutdown(fd, Shutdown::Read);
+                let code = if phase == Phase::Drain {
+                    Code::PayloadTooLarge
+                } else if seen.consumed.unwrap_or(0) > MAX_HEAD as u64 {
+                    Code::HeaderTooLarge
+                } else {
+                    Code::RequestTimeout
+                };
+                count_cut(metrics, code, phase);
+            }
+        }
+        log::debug!(
+            "connection guard: {action:?} in {phase:?} after {:?}",
+            seen.waited
+        );
+        st.armed = None;
+        st.cut = true;
+        // An answer to an endless head goes out at once; a flood must not go on for long.
+        let grace = match action {
+            Action::Answer(Code::HeaderTooLarge) => TICK / 2,
+            _ => ABORT_GRACE,
+        };
+        st.abort_at = Some(Instant::now() + grace);
+    }
+}
+
+fn count_cut(metrics: &Metrics, code: Code, phase: Phase) {
+    let counter = match (phase, code) {
+        (Phase::Drain, _) => &metrics.drains_cut,
+        (_, Code::HeaderTooLarge) => &metrics.heads_too_large,
+        _ => &metrics.heads_timed_out,
+    };
+    counter.fetch_add(1, Ordering::Relaxed);
+}
+
+/// A complete error response written straight to the socket.
+fn raw_answer(code: Code) -> Vec<u8> {
+    let e = match code {
+        Code::HeaderTooLarge => {
+            ApiError::new(code).message("The request head is larger than 16 KiB.")
+        }
+        Code::RequestTimeout => {
+            ApiError::new(code).message("The request head did not arrive in time.")
+        }
+        _ => ApiError::new(code),
+    };
+    let r = Response::from_error(&e);
+    let mut out = format!(
+        "HTTP/1.1 {} {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\
+         X-Content-Type-Options: nosniff\r\nConnection: close\r\n\r\n",
+        r.status,
+        reason(r.status),
+        r.body.len()
+    )
+    .into_bytes();
+    out.extend_from_slice(&r.body);
+    out
+}
+
+fn reason(status: u16) -> &'static str {
+    match status {
+        408 => "Request Timeout",
+        431 => "Request Header Fields Too Large",
+        _ => "Error",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LIMITS: Limits = Limits {
+        head: Duration::from_secs(20),
+        keep_alive: Duration::from_secs(5),
+        drain: Duration::from_secs(5),
+    };
+
+    fn seen(phase: Phase, waited: u64, consumed: u64, in_flight: usize) -> Seen {
+        Seen {
+            phase,
+            waited: Duration::from_secs(waited),
+            in_flight,
+            consumed: Some(consumed),
+            stopping: false,
+        }
+    }
+
+    const FIRST: Phase = Phase::Head {
+        first: true,
+        quiet: false,
+    };
+    const NEXT: Phase = Phase::Head {
+        first: false,
+        quiet: false,
+    };
+    const QUIET: Phase = Phase::Head {
+        first: false,
+        quiet: true,
+    };
+
+    #[test]
+    fn a_head_gets_its_deadline_and_an_answer_when_nothing_else_is_written() {
+        assert_eq!(decide(seen(FIRST, 19, 10, 0), &LIMITS), Action::Wait);
+        assert_eq!(
+            decide(seen(FIRST, 20, 10, 0), &LIMITS),
+            Action::Answer(Code::RequestTimeout)
+        );
+        // A response is being written: tiny_http ends the connection after it.
+        assert_eq!(decide(seen(NEXT, 20, 10, 1), &LIMITS), Action::StopReading);
+        // A connection that never sent a byte is closed without a word.
+        assert_eq!(decide(seen(FIRST, 19, 0, 0), &LIMITS), Action::Wait);
+        assert_eq!(decide(seen(FIRST, 20, 0, 0), &LIMITS), Action::Close);
+    }
+
+    #[test]
+    fn an_oversized_head_is_refused_at_once_but_read_ahead_is_allowed() {
+        let limit = MAX_HEAD as u64;
+        assert_eq!(
+            decide(seen(FIRST, 0, limit + 1024, 0), &LIMITS),
+            Action::Wait
+        );
+        assert_eq!(
+            decide(seen(FIRST, 0, limit + 1025, 0), &LIMITS),
+            Action::Answer(Code::HeaderTooLarge)
+        );
+        assert_eq!(
+            decide(seen(QUIET, 0, limit + 1025, 1), &LIMITS),
+            Action::StopReading
+        );
+    }
+
+    #[test]
+    fn keep_alive_closes_idle_connections_but_never_one_awaiting_its_response() {
+        assert_eq!(decide(seen(NEXT, 4, 0, 0), &LIMITS), Action::Wait);
+        assert_eq!(decide(seen(NEXT, 5, 0, 0), &LIMITS), Action::Close);
+        // A slow handler: the client waits for us, not we for it, however long.
+        assert_eq!(decide(seen(NEXT, 6, 0, 1), &LIMITS), Action::Wait);
+        assert_eq!(decide(seen(NEXT, 600, 0, 1), &LIMITS), Action::Wait);
+        // The first request gets the head deadline, not the keep-alive one.
+        assert_eq!(decide(seen(FIRST, 6, 0, 0), &LIMITS), Action::Wait);
+    }
+
+    #[test]
+    fn behind_an_open_stream_only_size_counts() {
+        assert_eq!(decide(seen(QUIET, 3600, 0, 1), &LIMITS), Action::Wait);
+        assert_eq!(decide(seen(QUIET, 3600, 10, 1), &LIMITS), Action::Wait);
+        // Once the stream is over, it is an ordinary kept-alive connection.
+        assert_eq!(decide(seen(QUIET, 5, 0, 0), &LIMITS), Action::Close);
+        assert_eq!(
+            decide(seen(QUIET, 20, 10, 0), &LIMITS),
+            Action::Answer(Code::RequestTimeout)
+        );
+    }
+
+    #[test]
+    fn stopping_closes_resting_connections_only() {
+        let mut s = seen(NEXT, 0, 0, 0);
+        s.stopping = true;
+        assert_eq!(decide(s, &LIMITS), Action::Close);
+        s.in_flight = 1;
+        assert_eq!(
+            decide(s, &LIMITS),
+            Action::Wait,
+            "its answer is still coming"
+        );
+    }
+
+    #[test]
+    fn a_drain_is_bounded() {
+        assert_eq!(decide(seen(Phase::Drain, 4, 0, 0), &LIMITS), Action::Wait);
+        assert_eq!(
+            decide(seen(Phase::Drain, 5, 1 << 40, 0), &LIMITS),
+            Action::StopReading
+        );
+    }
+
+    #[test]
+    fn answers_are_complete_json_responses() {
+        let raw = String::from_utf8(raw_answer(Code::HeaderTooLarge)).unwrap();
+        let (head, body) = raw.split_once("\r\n\r\n").unwrap();
+        assert!(head.starts_with("HTTP/1.1 431 Request Header Fields Too Large\r\n"));
+        assert!(head.contains(&format!("Content-Length: {}", body.len())));
+        let v: serde_json::Value = serde_json::from_str(body).unwrap();
+        assert_eq!(v["error"]["code"], "header_too_large", "{v}");
+    }
+}

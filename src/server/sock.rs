@@ -1,0 +1,285 @@
+//! The few socket calls we make on descriptors that tiny_http owns. tiny_http_fork accepts a
+//! connection and keeps its two descriptors (a read half and a write half, `dup`s of one socket)
+//! to itself, so the connection guard finds the socket by number and acts on it through these
+//! calls. This is the crate's only unsafe code: each function is one libc call on a descriptor
+//! number, and none of them closes or takes ownership of it.
+//!
+//! Finding the socket: every accepted socket inherits the listener's receive time-out, which
+//! `mark_listener` sets to a value nothing else uses (the configured read time-out plus a few
+//! jiffies). Right after tiny_http's `accept`, the one socket that still carries that mark, is
+//! bound to the listening address and is not the listener is the new connection; the accept loop
+//! then gives it the real time-out, which removes the mark. Only the accept loop accepts, so at
+//! most one socket is marked at a time.
+
+use std::io;
+use std::mem::size_of;
+use std::net::{Shutdown, SocketAddr, TcpListener};
+use std::os::fd::{AsRawFd, RawFd};
+use std::time::Duration;
+
+use socket2::SockAddr;
+
+/// Added to the read time-out to mark fresh sockets; several jiffies at any kernel HZ.
+pub const MARK: Duration = Duration::from_millis(37);
+
+fn check(rc: libc::c_int) -> io::Result<libc::c_int> {
+    if rc < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(rc)
+    }
+}
+
+fn getsockopt<T: Copy>(
+    fd: RawFd,
+    level: libc::c_int,
+    name: libc::c_int,
+    value: &mut T,
+) -> io::Result<usize> {
+    let mut len = size_of::<T>() as libc::socklen_t;
+    // SAFETY: `value` is a valid, writable T and `len` is its size; the kernel writes at most
+    // `len` bytes. A closed or foreign descriptor only makes the call fail.
+    check(unsafe { libc::getsockopt(fd, level, name, (value as *mut T).cast(), &mut len) })?;
+    Ok(len as usize)
+}
+
+fn timeval(d: Duration) -> libc::timeval {
+    libc::timeval {
+        tv_sec: d.as_secs() as libc::time_t,
+        tv_usec: d.subsec_micros() as libc::suseconds_t,
+    }
+}
+
+/// The receive time-out of a socket, as the kernel rounded it.
+pub fn read_timeout(fd: RawFd) -> io::Result<Duration> {
+    let mut tv = timeval(Duration::ZERO);
+    getsockopt(fd, libc::SOL_SOCKET, libc::SO_RCVTIMEO, &mut tv)?;
+    Ok(Duration::new(tv.tv_sec as u64, tv.tv_usec as u32 * 1000))
+}
+
+pub fn set_read_timeout(fd: RawFd, d: Duration) -> io::Result<()> {
+    let tv = timeval(d);
+    // SAFETY: passes a valid timeval and its size.
+    check(unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_RCVTIMEO,
+            (&tv as *const libc::timeval).cast(),
+            size_of::<libc::timeval>() as libc::socklen_t,
+        )
+    })?;
+    Ok(())
+}
+
+/// The mark of a listener bound by `server::bind` (its receive time-out, as the kernel stores
+/// it). A listener bound otherwise is marked now; connections already queued on it will not be
+/// found, and are closed.
+pub fn listener_mark(listener: &TcpListener, read_timeout: Duration) -> io::Result<Duration> {
+    let fd = listener.as_raw_fd();
+    let distinct = |mark: Duration| mark.abs_diff(read_timeout) >= Duration::from_millis(20);
+    let mark = self::read_timeout(fd)?;
+    if distinct(mark) && !mark.is_zero() {
+        return Ok(mark);
+    }
+    log::warn!("the listener was not bound by server::bind; marking it now");
+    set_read_timeout(fd, read_timeout + MARK)?;
+    let mark = self::read_timeout(fd)?;
+    if !distinct(mark) {
+        return Err(io::Error::other(
+            "the kernel cannot tell the mark from the read time-out",
+        ));
+    }
+    Ok(mark)
+}
+
+/// Waits until `fd` is readable (for a listener: a connection is waiting), at most `timeout`.
+pub fn wait_readable(fd: RawFd, timeout: Duration) -> io::Result<bool> {
+    let mut p = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    let ms = timeout.as_millis().min(i32::MAX as u128) as libc::c_int;
+    // SAFETY: one valid pollfd.
+    match check(unsafe { libc::poll(&mut p, 1, ms) }) {
+        Ok(n) => Ok(n > 0),
+        Err(e) if e.kind() == io::ErrorKind::Interrupted => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+/// The lowest descriptor number not in use right now: where the next `accept` usually lands.
+pub fn lowest_free(any: RawFd) -> io::Result<RawFd> {
+    // SAFETY: duplicates a descriptor we hold and closes the duplicate we just made.
+    let fd = check(unsafe { libc::fcntl(any, libc::F_DUPFD_CLOEXEC, 0) })?;
+    unsafe { libc::close(fd) };
+    Ok(fd)
+}
+
+fn local_addr(fd: RawFd) -> io::Result<SocketAddr> {
+    // SAFETY: socket2 hands us storage and its length for getsockname to fill.
+    let ((), addr) = unsafe {
+        SockAddr::try_init(|storage, len| {
+            check(libc::getsockname(fd, storage.cast(), len)).map(|_| ())
+        })
+    }?;
+    addr.as_socket()
+        .ok_or_else(|| io::Error::other("not an IP socket"))
+}
+
+/// Whether `fd` is the freshly accepted connection: marked, bound to `listen`, not listening.
+fn is_fresh(fd: RawFd, listener: RawFd, listen: SocketAddr, mark: Duration) -> bool {
+    if fd == listener || read_timeout(fd).ok() != Some(mark) {
+        return false;
+    }
+    let mut accepting: libc::c_int = 0;
+    if getsockopt(fd, libc::SOL_SOCKET, libc::SO_ACCEPTCONN, &mut accepting).is_err()
+        || accepting != 0
+    {
+        return false;
+    }
+    local_addr(fd).ok() == Some(listen)
+}
+
+/// Finds a descriptor of the connection tiny_http has just accepted from `listener`: first at
+/// and just above `hint`, else among all open descriptors.
+pub fn find_fresh(listener: &TcpListener, mark: Duration, hint: Option<RawFd>) -> Option<RawFd> {
+    let lfd = listener.as_raw_fd();
+    let listen = listener.local_addr().ok()?;
+    if let Some(h) = hint {
+        if let Some(fd) = (h..h + 16).find(|&fd| is_fresh(fd, lfd, listen, mark)) {
+            return Some(fd);
+        }
+    }
+    std::fs::read_dir("/proc/self/fd")
+        .ok()?
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<RawFd>().ok())
+        .find(|&fd| is_fresh(fd, lfd, listen, mark))
+}
+
+/// Offset of `tcpi_bytes_received` in Linux's `struct tcp_info` (since Linux 4.1).
+const BYTES_RECEIVED_AT: usize = 128;
+
+/// Bytes that tiny_http has taken off the socket so far: received by the kernel minus those
+/// still queued in it.
+pub fn consumed(fd: RawFd) -> io::Result<u64> {
+    let mut info = [0u64; 32];
+    let len = getsockopt(fd, libc::IPPROTO_TCP, libc::TCP_INFO, &mut info)?;
+    if len < BYTES_RECEIVED_AT + 8 {
+        return Err(io::Error::other(
+            "this kernel's tcp_info has no byte counts",
+        ));
+    }
+    let received = info[BYTES_RECEIVED_AT / 8];
+    let mut queued: libc::c_int = 0;
+    // SAFETY: FIONREAD writes one int.
+    check(unsafe { libc::ioctl(fd, libc::FIONREAD, &mut queued) })?;
+    Ok(received.saturating_sub(queued.max(0) as u64))
+}
+
+pub fn shutdown(fd: RawFd, how: Shutdown) {
+    let how = match how {
+        Shutdown::Read => libc::SHUT_RD,
+        Shutdown::Write => libc::SHUT_WR,
+        Shutdown::Both => libc::SHUT_RDWR,
+    };
+    // SAFETY: shutdown takes no pointers; the caller guarantees the descriptor is the
+    // connection's (see `guard`). It does not close the descriptor.
+    unsafe { libc::shutdown(fd, how) };
+}
+
+/// Aborts the connection without closing the descriptor (`connect` to `AF_UNSPEC`, which
+/// disconnects a TCP socket): queued data is dropped, the peer gets a reset, and every later
+/// read or write on any descriptor of the socket fails. Unlike `shutdown`, this also stops a
+/// reader that the peer keeps feeding.
+pub fn abort(fd: RawFd) -> io::Result<()> {
+    // SAFETY: a zeroed sockaddr with family AF_UNSPEC and its size.
+    let mut addr: libc::sockaddr = unsafe { std::mem::zeroed() };
+    addr.sa_family = libc::AF_UNSPEC as libc::sa_family_t;
+    check(unsafe { libc::connect(fd, &addr, size_of::<libc::sockaddr>() as libc::socklen_t) })?;
+    Ok(())
+}
+
+/// Writes what the socket buffer takes at once, never blocking and never raising SIGPIPE.
+pub fn send_now(fd: RawFd, bytes: &[u8]) -> io::Result<usize> {
+    // SAFETY: `bytes` is a valid buffer of its length.
+    let n = unsafe {
+        libc::send(
+            fd,
+            bytes.as_ptr().cast(),
+            bytes.len(),
+            libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
+        )
+    };
+    if n < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(n as usize)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Read, Write};
+    use std::net::TcpStream;
+
+    #[test]
+    fn finds_the_accepted_socket_by_its_mark_and_counts_consumed_bytes() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let mark = listener_mark(&listener, Duration::from_secs(10)).unwrap();
+        let mut client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let hint = lowest_free(listener.as_raw_fd()).ok();
+        let (mut server, _) = listener.accept().unwrap();
+        let fd = find_fresh(&listener, mark, hint).expect("found");
+        assert_eq!(fd, server.as_raw_fd());
+        // Once the mark is gone, nothing is fresh any more.
+        set_read_timeout(fd, Duration::from_secs(10)).unwrap();
+        assert_eq!(find_fresh(&listener, mark, None), None);
+
+        client.write_all(b"hello world").unwrap();
+        let mut buf = [0u8; 5];
+        server.read_exact(&mut buf).unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_secs(2);
+        while consumed(fd).unwrap() != 5 && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert_eq!(consumed(fd).unwrap(), 5);
+        assert_eq!(send_now(fd, b"hi").unwrap(), 2);
+        let mut got = [0u8; 2];
+        client.read_exact(&mut got).unwrap();
+        assert_eq!(&got, b"hi");
+    }
+
+    #[test]
+    fn abort_stops_a_reader_that_the_peer_keeps_feeding() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (server, _) = listener.accept().unwrap();
+        let fd = server.as_raw_fd();
+        let flood = std::thread::spawn(move || {
+            let chunk = [b'x'; 4096];
+            let t = std::time::Instant::now();
+            while client.write_all(&chunk).is_ok() && t.elapsed() < Duration::from_secs(10) {}
+            t.elapsed()
+        });
+        let reader = std::thread::spawn(move || {
+            let mut server = server;
+            let mut buf = [0u8; 1024];
+            let t = std::time::Instant::now();
+            loop {
+                match server.read(&mut buf) {
+                    Ok(0) | Err(_) => return t.elapsed(),
+                    Ok(_) if t.elapsed() > Duration::from_secs(10) => return t.elapsed(),
+                    Ok(_) => {}
+                }
+            }
+        });
+        std::thread::sleep(Duration::from_millis(200));
+        // shutdown() alone would not stop this reader: data keeps arriving.
+        abort(fd).unwrap();
+        assert!(reader.join().unwrap() < Duration::from_secs(2));
+        assert!(flood.join().unwrap() < Duration::from_secs(2));
+    }
+}
