@@ -85,6 +85,12 @@ CONF
     fi
     port=$(sed -n 's/^port = \([0-9]*\)$/\1/p' "$data/postgresql.conf" | tail -n 1)
     if ! as_owner "$bin/pg_ctl" -D "$data" status >/dev/null 2>&1; then
+        # Another checkout's cluster may have taken our port since: move to the next free one.
+        if port_busy "$port"; then
+            while port_busy "$port"; do port=$((port + 1)); done
+            log "port taken; cluster $data moves to port $port"
+            echo "port = $port" >>"$data/postgresql.conf"
+        fi
         as_owner "$bin/pg_ctl" -D "$data" -l "$base/server.log" -w -t 60 -o "-p $port" start >/dev/null
     fi
     url="postgres://postgres@127.0.0.1:$port/consoled"
