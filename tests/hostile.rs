@@ -106,19 +106,19 @@ fn idle_keep_alive_connections_are_closed_without_a_word() {
 
 #[test]
 fn keep_alive_never_cuts_a_connection_waiting_for_its_response() {
-    // One hash thread and thirty-two logins at once: the last ones wait for many hashes, several
+    // One hash thread and sixty-four logins at once: the last ones wait for many hashes, several
     // guard ticks longer than the keep-alive time-out, on connections that have already served
     // a request.
     let server = TestServer::with(&[
         ("CONSOLED_KEEPALIVE_SECONDS", "0.05"),
         ("CONSOLED_HASH_THREADS", "1"),
-        ("CONSOLED_HASH_QUEUE", "64"),
+        ("CONSOLED_HASH_QUEUE", "128"),
     ]);
     let mut c = server.client();
     let (email, _) = c.signup();
     let csrf = c.csrf();
     let addr = server.addr;
-    let clients: Vec<_> = (0..32)
+    let clients: Vec<_> = (0..64)
         .map(|_| {
             let (email, csrf) = (email.clone(), csrf.clone());
             std::thread::spawn(move || {
