@@ -306,7 +306,7 @@ impl Guard {
                 sock::shutdown(fd, Shutdown::Read);
                 let code = if phase == Phase::Drain {
                     Code::PayloadTooLarge
-                } else if seen.consumed.unwrap_or(0) > MAX_HEAD as u64 {
+                } else if too_large(seen.consumed.unwrap_or(0)) {
                     Code::HeaderTooLarge
                 } else {
                     Code::RequestTimeout
