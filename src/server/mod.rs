@@ -97,6 +97,10 @@ fn may_stream(rq: &tiny_http::Request) -> bool {
 pub fn bind(addr: SocketAddr, read_timeout: Duration) -> io::Result<TcpListener> {
     let socket = Socket::new(Domain::for_address(addr), Type::STREAM, None)?;
     socket.set_reuse_address(true)?;
+    if addr.is_ipv6() && addr.ip().is_unspecified() {
+        // `[::]` serves IPv4 too, whatever the system's `bindv6only` default.
+        socket.set_only_v6(false)?;
+    }
     // Inherited by accepted sockets on Linux. Write: a client that stops reading cannot hold a
     // writer longer than this. Read: marked here, set to `read_timeout` once accepted.
     socket.set_write_timeout(Some(Duration::from_secs(10)))?;

@@ -128,7 +128,8 @@ fn local_addr(fd: RawFd) -> io::Result<SocketAddr> {
         .ok_or_else(|| io::Error::other("not an IP socket"))
 }
 
-/// Whether `fd` is the freshly accepted connection: marked, bound to `listen`, not listening.
+/// Whether `fd` is the freshly accepted connection: marked, reached through `listen`, not
+/// listening.
 fn is_fresh(fd: RawFd, listener: RawFd, listen: SocketAddr, mark: Duration) -> bool {
     if fd == listener || read_timeout(fd).ok() != Some(mark) {
         return false;
@@ -139,7 +140,15 @@ fn is_fresh(fd: RawFd, listener: RawFd, listen: SocketAddr, mark: Duration) -> b
     {
         return false;
     }
-    local_addr(fd).ok() == Some(listen)
+    local_addr(fd).is_ok_and(|local| serves(listen, local))
+}
+
+/// Whether a connection whose local end is `local` came in through a listener bound to
+/// `listen`: same port, and the same address unless the listener is a wildcard (`0.0.0.0`,
+/// `[::]`, whose connections carry the concrete address they reached, IPv4 ones on `[::]` as
+/// IPv4-mapped IPv6).
+fn serves(listen: SocketAddr, local: SocketAddr) -> bool {
+    local.port() == listen.port() && (listen.ip().is_unspecified() || local.ip() == listen.ip())
 }
 
 /// Finds a descriptor of the connection tiny_http has just accepted from `listener`: first at
@@ -250,6 +259,19 @@ mod tests {
         let mut got = [0u8; 2];
         client.read_exact(&mut got).unwrap();
         assert_eq!(&got, b"hi");
+    }
+
+    #[test]
+    fn a_wildcard_listener_serves_any_local_address_on_its_port() {
+        let any4: SocketAddr = "0.0.0.0:80".parse().unwrap();
+        let any6: SocketAddr = "[::]:80".parse().unwrap();
+        let one: SocketAddr = "10.0.0.1:80".parse().unwrap();
+        assert!(serves(any4, "127.0.0.2:80".parse().unwrap()));
+        assert!(serves(any6, "[::ffff:127.0.0.1]:80".parse().unwrap()));
+        assert!(serves(any6, "[::1]:80".parse().unwrap()));
+        assert!(serves(one, one));
+        assert!(!serves(one, "10.0.0.2:80".parse().unwrap()));
+        assert!(!serves(any4, "127.0.0.1:81".parse().unwrap()));
     }
 
     #[test]

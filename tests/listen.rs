@@ -1,0 +1,64 @@
+//! Bind addresses: a wildcard, IPv6 and a concrete address all serve (a wildcard listener used to
+//! close every connection, because the accepted socket's address never equals `0.0.0.0`).
+
+mod common;
+
+use std::io::{BufReader, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::Duration;
+
+use common::*;
+
+/// A server bound to `bind` (port 0) and the port it got.
+fn serve_on(bind: &str) -> (consoled::Service, u16, tempdir::TempDir) {
+    let mail_dir = tempdir::TempDir::new();
+    let config = test_config(&mail_dir.0, &[]);
+    let listener = consoled::server::bind(bind.parse().unwrap(), config.read_timeout).unwrap();
+    let service = consoled::serve_on(config, listener).expect("start server");
+    let port = service.addr().port();
+    (service, port, mail_dir)
+}
+
+/// `GET /healthz` over a fresh connection to `addr`: the status, or the failure.
+fn health(addr: SocketAddr) -> Result<u16, String> {
+    let mut s =
+        TcpStream::connect_timeout(&addr, Duration::from_secs(2)).map_err(|e| e.to_string())?;
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    s.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .map_err(|e| e.to_string())?;
+    let mut reader = BufReader::new(s);
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut reader, &mut line).map_err(|e| e.to_string())?;
+    line.split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| format!("no status line: {line:?}"))
+}
+
+fn at(ip: &str, port: u16) -> SocketAddr {
+    SocketAddr::new(ip.parse().unwrap(), port)
+}
+
+#[test]
+fn a_wildcard_ipv4_bind_serves_every_local_address() {
+    let (service, port, _dir) = serve_on("0.0.0.0:0");
+    assert_eq!(health(at("127.0.0.1", port)), Ok(200));
+    assert_eq!(health(at("127.0.0.2", port)), Ok(200));
+    service.shutdown(Duration::from_secs(5));
+}
+
+#[test]
+fn a_wildcard_ipv6_bind_serves_ipv6_and_ipv4() {
+    let (service, port, _dir) = serve_on("[::]:0");
+    assert_eq!(health(at("::1", port)), Ok(200));
+    assert_eq!(health(at("127.0.0.1", port)), Ok(200));
+    service.shutdown(Duration::from_secs(5));
+}
+
+#[test]
+fn a_concrete_address_serves_only_itself() {
+    let (service, port, _dir) = serve_on("127.0.0.3:0");
+    assert_eq!(health(at("127.0.0.3", port)), Ok(200));
+    assert!(health(at("127.0.0.1", port)).is_err());
+    service.shutdown(Duration::from_secs(5));
+}
