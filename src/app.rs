@@ -4,6 +4,7 @@
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
+use crate::capacity::Capacity;
 use crate::config::Config;
 use crate::db::Pool;
 use crate::events::Hub;
@@ -21,6 +22,10 @@ pub struct App {
     pub origins: Vec<String>,
     /// Set when the process is shutting down.
     pub stopping: Arc<AtomicBool>,
+    /// What this process can hold (connections, streams), derived at start.
+    pub capacity: Capacity,
+    /// Streams held per client address.
+    pub stream_shares: Arc<crate::shares::Shares>,
 }
 
 /// What a handler produces: a complete response, or an event stream to hand to its own thread.

@@ -65,13 +65,20 @@ pub struct Config {
     pub db_pool_size: u32,
     pub db_timeout: Duration,
     pub max_streams: usize,
-    /// Open event streams on this instance, all principals together (503 past it).
-    pub max_open_streams: usize,
+    /// Open event streams on this instance, all principals together (503 past it); `None`: as
+    /// many as the machine allows (`server::capacity`).
+    pub max_open_streams: Option<usize>,
+    /// A stream whose bytes could not be sent for this long is ended (a client that stopped
+    /// reading or vanished).
+    pub stream_stall: Duration,
+    /// The share of this instance's connections, and of its streams, one client address may hold.
+    pub client_share: f64,
     /// A request body must arrive within this, extended by 1 s per 500 bytes received
     /// (Apache's `RequestReadTimeout body=20,MinRate=500`); 408 past it.
     pub body_timeout: Duration,
-    /// Open client connections allowed at once; more are closed at once.
-    pub max_connections: usize,
+    /// Open client connections allowed at once (more are refused with 503); `None`: as many as
+    /// the machine allows (`server::capacity`).
+    pub max_connections: Option<usize>,
     /// Read time-out of client sockets: every single read of a head or body ends after it.
     pub read_timeout: Duration,
     /// A request head must be complete this long after the server started waiting for it
@@ -196,8 +203,10 @@ impl Config {
             db_pool_size: env.parse("CONSOLED_DB_POOL", 16)?,
             db_timeout: secs(env.parse("CONSOLED_DB_TIMEOUT_SECONDS", 3)?),
             max_streams: env.parse("CONSOLED_MAX_STREAMS_PER_PRINCIPAL", 10)?,
-            max_connections: env.parse("CONSOLED_MAX_CONNECTIONS", 4096)?,
-            max_open_streams: env.parse("CONSOLED_MAX_STREAMS", 1024)?,
+            max_connections: env.optional("CONSOLED_MAX_CONNECTIONS")?,
+            max_open_streams: env.optional("CONSOLED_MAX_STREAMS")?,
+            stream_stall: env.seconds("CONSOLED_STREAM_STALL_SECONDS", 60.0, 0.05..=3600.0)?,
+            client_share: env.parse("CONSOLED_CLIENT_SHARE", 0.25)?,
             body_timeout: env.seconds("CONSOLED_BODY_TIMEOUT_SECONDS", 20.0, 0.05..=3600.0)?,
             read_timeout: env.seconds("CONSOLED_READ_TIMEOUT_SECONDS", 10.0, 0.05..=3600.0)?,
             header_timeout: env.seconds("CONSOLED_HEADER_TIMEOUT_SECONDS", 20.0, 0.05..=3600.0)?,
@@ -215,12 +224,20 @@ impl Config {
             ("CONSOLED_HASH_THREADS", self.hash_threads),
             ("CONSOLED_STREAM_QUEUE", self.stream_queue),
             ("CONSOLED_DB_POOL", self.db_pool_size as usize),
-            ("CONSOLED_MAX_CONNECTIONS", self.max_connections),
+            (
+                "CONSOLED_MAX_CONNECTIONS",
+                self.max_connections.unwrap_or(1),
+            ),
         ];
         for (name, value) in positive {
             if value == 0 {
                 return Err(ConfigError(format!("{name} must be at least 1")));
             }
+        }
+        if !(self.client_share > 0.0 && self.client_share <= 1.0) {
+            return Err(ConfigError(
+                "CONSOLED_CLIENT_SHARE must be above 0 and at most 1".into(),
+            ));
         }
         if self.ping_interval < Duration::from_millis(10) {
             return Err(ConfigError("CONSOLED_PING_SECONDS is too small".into()));
@@ -319,6 +336,17 @@ impl Env {
                 .parse()
                 .map_err(|_| ConfigError(format!("{name}: cannot parse {v:?}"))),
         }
+    }
+
+    /// A number, or `None` when unset.
+    fn optional<T: std::str::FromStr>(&self, name: &str) -> Result<Option<T>, ConfigError> {
+        self.get(name)
+            .map(|v| {
+                v.trim()
+                    .parse()
+                    .map_err(|_| ConfigError(format!("{name}: cannot parse {v:?}")))
+            })
+            .transpose()
     }
 
     /// Seconds within `range`, checked before the conversion (`Duration::from_secs_f64` panics

@@ -4,6 +4,7 @@
 
 pub mod app;
 pub mod auth;
+pub mod capacity;
 pub mod cli;
 pub mod config;
 pub mod crypto;
@@ -19,6 +20,7 @@ pub mod metrics;
 pub mod ops;
 pub mod router;
 pub mod server;
+pub mod shares;
 
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -82,7 +84,10 @@ pub fn serve_on(config: Config, listener: std::net::TcpListener) -> Result<Servi
     let pool = db::pool(&config)?;
     let mailer = mail::Mailer::from_config(&config)?;
     let origins = config.origins().to_vec();
+    let capacity = capacity::Capacity::derive(&config);
     let app = Arc::new(App {
+        stream_shares: shares::Shares::new(capacity.max_streams, config.client_share),
+        capacity,
         hasher: hashing::Hasher::start(config.hash_threads, config.hash_queue),
         metrics: Arc::new(metrics::Metrics::default()),
         hub: Arc::new(events::Hub::new()),

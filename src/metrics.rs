@@ -38,6 +38,11 @@ pub struct Metrics {
     pub heads_too_large: AtomicU64,
     pub drains_cut: AtomicU64,
     pub connections_aborted: AtomicU64,
+    /// Connections refused because their address held its share of connections.
+    pub connections_over_share: AtomicU64,
+    /// Ended event streams by reason, in the order of `events::End` (revoked, shutdown,
+    /// client_gone, pipelined, stalled).
+    pub streams_ended: [AtomicU64; 5],
 }
 
 /// Gauges read at scrape time from their owners.
@@ -146,6 +151,11 @@ impl Metrics {
                 &self.connections_refused,
             ),
             (
+                "consoled_connections_over_share_total",
+                "Connections refused because their client address held its share.",
+                &self.connections_over_share,
+            ),
+            (
                 "consoled_connections_unguarded_total",
                 "Accepted connections closed because their socket could not be found.",
                 &self.connections_unguarded,
@@ -180,6 +190,19 @@ impl Metrics {
             let _ = writeln!(
                 out,
                 "# HELP {name} {help}\n# TYPE {name} counter\n{name} {}",
+                value.load(Ordering::Relaxed)
+            );
+        }
+        let _ = writeln!(
+            out,
+            "# HELP consoled_streams_ended_total Event streams ended, by reason.\n\
+             # TYPE consoled_streams_ended_total counter"
+        );
+        let reasons = ["revoked", "shutdown", "client_gone", "pipelined", "stalled"];
+        for (reason, value) in reasons.iter().zip(&self.streams_ended) {
+            let _ = writeln!(
+                out,
+                "consoled_streams_ended_total{{reason=\"{reason}\"}} {}",
                 value.load(Ordering::Relaxed)
             );
         }

@@ -640,48 +640,61 @@ fn listener_loss_sends_resync_to_every_stream_then_changes_flow_again() {
     assert!(String::from_utf8_lossy(&metrics.body).contains("consoled_listener_reconnects_total 1"));
 }
 
-/// Sends `GET /v1/events`, then (after `wait`) a pipelined `GET /healthz` on the same connection.
-fn pipelined(server: &TestServer, a: &Account, wait_for_ready: bool) {
+/// A stream gives tiny_http's read half (and its descriptor) back once it starts, so nothing
+/// reads what follows the stream request on its connection. A request pipelined behind an open
+/// stream ends the stream at once (the last chunk, then the connection closes) and is left
+/// unanswered, for the client to send again on a new connection (RFC 9112, 9.3.2); the slot is
+/// free at once.
+#[test]
+fn a_request_pipelined_behind_an_open_stream_ends_it_and_frees_the_slot() {
+    let server = TestServer::with(&[("CONSOLED_MAX_STREAMS_PER_PRINCIPAL", "1")]);
+    let a = account(&server);
     let mut stream = TcpStream::connect(server.addr).unwrap();
     let events = format!(
         "GET /v1/events HTTP/1.1\r\nHost: x\r\nCookie: {}\r\n\r\n",
         a.cookie()
     );
-    let health = "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
-    if wait_for_ready {
-        stream.write_all(events.as_bytes()).unwrap();
-    } else {
-        stream
-            .write_all(format!("{events}{health}").as_bytes())
-            .unwrap();
-    }
+    stream.write_all(events.as_bytes()).unwrap();
     let mut s = sse::read_on(stream.try_clone().unwrap());
     assert_eq!(s.status, 200);
-    if wait_for_ready {
-        assert_eq!(s.next(T), Ev::Ready);
-        stream.write_all(health.as_bytes()).unwrap();
-    }
-    assert!(
-        s.wait_end(T).is_some(),
-        "the stream ends for the pipelined request"
+    assert_eq!(s.next(T), Ev::Ready);
+    stream
+        .write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    let ended = s
+        .wait_end(T)
+        .expect("the stream ends for the pipelined request");
+    assert!(ended < Duration::from_secs(1), "{ended:?}");
+    assert_eq!(s.rest(T), "", "nothing follows the last chunk");
+    // The one slot of this account is free again: a new stream opens.
+    let again = a.open(&server);
+    drop(again);
+    server.client().get("/healthz").expect(200);
+}
+
+/// A request that arrives in the same packet as the stream request is read ahead by tiny_http
+/// and discarded with its read half: the stream runs normally and the connection closes when it
+/// ends, so the client sends the request again.
+#[test]
+fn a_request_sent_together_with_the_stream_request_never_blocks_a_worker() {
+    let server = TestServer::with(&[("CONSOLED_WORKERS", "1")]);
+    let mut a = account(&server);
+    let mut stream = TcpStream::connect(server.addr).unwrap();
+    let both = format!(
+        "GET /v1/events HTTP/1.1\r\nHost: x\r\nCookie: {}\r\n\r\n\
+         GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n",
+        a.cookie()
     );
-    let rest = s.rest(T);
-    assert!(rest.starts_with("HTTP/1.1 200"), "{rest}");
-    assert!(rest.ends_with("ok\n"), "{rest}");
-}
-
-#[test]
-fn a_request_pipelined_behind_an_open_stream_is_answered_after_it_ends() {
-    let server = TestServer::start();
-    let a = account(&server);
-    pipelined(&server, &a, true);
-}
-
-#[test]
-fn a_request_sent_together_with_the_stream_request_is_answered_after_it() {
-    let server = TestServer::start();
-    let a = account(&server);
-    pipelined(&server, &a, false);
+    stream.write_all(both.as_bytes()).unwrap();
+    let mut s = sse::read_on(stream.try_clone().unwrap());
+    assert_eq!(s.status, 200);
+    assert_eq!(s.next(T), Ev::Ready);
+    // The only worker is free for everyone else.
+    server.client().get("/healthz").expect(200);
+    barrier(&mut [&mut s], Some(a.project_id), None);
+    a.client.post_empty("/auth/logout").expect(204);
+    assert!(s.wait_end(T).is_some(), "the stream ends at logout");
+    assert_eq!(s.rest(T), "", "the read-ahead request is not answered");
 }
 
 #[test]

@@ -19,6 +19,20 @@ pub enum Holder {
 }
 
 impl Holder {
+    fn user(self) -> Option<i64> {
+        match self {
+            Holder::User(id) => Some(id),
+            Holder::Token(_) => None,
+        }
+    }
+
+    fn token(self) -> Option<i64> {
+        match self {
+            Holder::Token(id) => Some(id),
+            Holder::User(_) => None,
+        }
+    }
+
     fn lock_key(self) -> String {
         match self {
             Holder::User(id) => format!("streams:user:{id}"),
@@ -37,10 +51,7 @@ pub fn acquire(
     limit: usize,
 ) -> Result<Option<i64>, postgres::Error> {
     rate::lock(c, &holder.lock_key())?;
-    let (user, token) = match holder {
-        Holder::User(id) => (Some(id), None),
-        Holder::Token(id) => (None, Some(id)),
-    };
+    let (user, token) = (holder.user(), holder.token());
     let live: i64 = c
         .query_one(
             "SELECT count(*) FROM stream_leases
@@ -63,22 +74,27 @@ pub fn release(c: &mut impl GenericClient, ids: &[i64]) -> Result<u64, postgres:
     c.execute("DELETE FROM stream_leases WHERE id = ANY($1)", &[&ids])
 }
 
-/// Extends this instance's live leases and drops its rows that are not live any more (a release
-/// that failed while the database was away).
+/// Extends this instance's live leases, recreating any row that is gone (deleted as expired by
+/// another instance while this one could not reach the database), and deletes every instance's
+/// expired rows. Rows of this instance that are not in `live` are left alone: a lease taken after
+/// `live` was read is not touched, and releases are the keeper's job.
 pub fn heartbeat(
     c: &mut impl GenericClient,
     instance: &str,
-    live: &[i64],
+    live: &[(i64, Holder)],
 ) -> Result<(), postgres::Error> {
+    let ids: Vec<i64> = live.iter().map(|(id, _)| *id).collect();
+    let users: Vec<Option<i64>> = live.iter().map(|(_, h)| h.user()).collect();
+    let tokens: Vec<Option<i64>> = live.iter().map(|(_, h)| h.token()).collect();
     let mut tx = c.transaction()?;
     tx.execute(
-        "UPDATE stream_leases SET expires_at = now() + make_interval(secs => $3)
-          WHERE instance_id = $1 AND id = ANY($2)",
-        &[&instance, &live, &TTL.as_secs_f64()],
-    )?;
-    tx.execute(
-        "DELETE FROM stream_leases WHERE instance_id = $1 AND NOT (id = ANY($2))",
-        &[&instance, &live],
+        "INSERT INTO stream_leases (id, instance_id, user_id, token_id, expires_at)
+         SELECT l.id, $1, l.u, l.t, now() + make_interval(secs => $5)
+           FROM unnest($2::bigint[], $3::bigint[], $4::bigint[]) AS l(id, u, t)
+          WHERE (l.u IS NULL OR EXISTS (SELECT 1 FROM users WHERE id = l.u))
+            AND (l.t IS NULL OR EXISTS (SELECT 1 FROM api_tokens WHERE id = l.t))
+         ON CONFLICT (id) DO UPDATE SET expires_at = EXCLUDED.expires_at",
+        &[&instance, &ids, &users, &tokens, &TTL.as_secs_f64()],
     )?;
     // Leases of instances that stopped without cleaning up (crash, kill -9).
     tx.execute("DELETE FROM stream_leases WHERE expires_at <= now()", &[])?;

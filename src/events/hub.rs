@@ -3,31 +3,21 @@
 //! scans every open stream. Also ends streams by session or token, and tells all streams to resync.
 //!
 //! Only the listener thread routes; handlers subscribe and stream threads unsubscribe. The lock is
-//! never held across I/O: deliveries are `try_send` on bounded channels, after the lock is released.
+//! never held across I/O: deliveries are `try_send` on bounded channels, after the lock is released,
+//! each followed by a wake-up of the stream's thread (an `unpark`: no spinning, no yielding).
 
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use crossbeam_channel::{Receiver, Sender, TrySendError};
+use crossbeam_channel::{Receiver, TrySendError};
 
 use super::leases::LeaseBook;
+use super::signal::{End, Signals};
 use super::Change;
 
-/// What a stream thread receives.
-pub enum Msg {
-    /// A formatted `change` event, shared by every stream that gets it.
-    Event(Arc<str>),
-    /// Look at the flags (ended, dropped).
-    Wake,
-}
-
-/// Signals to a stream thread that travel beside its queue (they must get through when it is full).
-#[derive(Default)]
-pub struct Flags {
-    pub ended: AtomicBool,
-    pub dropped: AtomicBool,
-}
+/// What a stream thread receives: a formatted `change` event, shared by every stream that gets it.
+pub type Msg = Arc<str>;
 
 /// Whose stream it is.
 #[derive(Debug, Clone, Copy)]
@@ -38,32 +28,25 @@ pub enum Scope {
 
 struct Sub {
     scope: Scope,
-    tx: Sender<Msg>,
-    flags: Arc<Flags>,
+    tx: crossbeam_channel::Sender<Msg>,
+    signals: Arc<Signals>,
 }
 
 impl Sub {
-    /// Queues an event; a full queue marks the stream for `resync` instead of blocking.
-    /// Returns false when the event was dropped.
-    fn deliver(&self, event: &Arc<str>) -> bool {
-        match self.tx.try_send(Msg::Event(event.clone())) {
-            Ok(()) | Err(TrySendError::Disconnected(_)) => true,
+    /// Queues an event and wakes the stream; a full queue marks the stream for `resync` instead
+    /// of blocking. Returns false when the event was dropped.
+    fn deliver(&self, event: &Msg) -> bool {
+        match self.tx.try_send(event.clone()) {
+            Ok(()) => {
+                self.signals.wake();
+                true
+            }
+            Err(TrySendError::Disconnected(_)) => true,
             Err(TrySendError::Full(_)) => {
-                self.flag_resync();
+                self.signals.flag_resync();
                 false
             }
         }
-    }
-
-    fn flag_resync(&self) {
-        self.flags.dropped.store(true, Ordering::SeqCst);
-        // The queue may have drained since; make sure a waiting thread looks at the flag.
-        let _ = self.tx.try_send(Msg::Wake);
-    }
-
-    fn end(&self) {
-        self.flags.ended.store(true, Ordering::SeqCst);
-        let _ = self.tx.try_send(Msg::Wake);
     }
 }
 
@@ -111,8 +94,7 @@ pub struct Subscription {
     hub: Arc<Hub>,
     id: u64,
     pub rx: Receiver<Msg>,
-    pub tx: Sender<Msg>,
-    pub flags: Arc<Flags>,
+    pub signals: Arc<Signals>,
 }
 
 impl Drop for Subscription {
@@ -164,12 +146,12 @@ impl Hub {
         capacity: usize,
     ) -> (Subscription, Option<u64>) {
         let (tx, rx) = crossbeam_channel::bounded(capacity);
-        let flags = Arc::new(Flags::default());
+        let signals = Arc::new(Signals::default());
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let sub = Arc::new(Sub {
             scope,
-            tx: tx.clone(),
-            flags: flags.clone(),
+            tx,
+            signals: signals.clone(),
         });
         let mut ix = self.lock();
         ix.subs.insert(id, sub);
@@ -197,8 +179,7 @@ impl Hub {
             hub: self.clone(),
             id,
             rx,
-            tx,
-            flags,
+            signals,
         };
         (subscription, needs_orgs)
     }
@@ -311,7 +292,7 @@ impl Hub {
         if targets.is_empty() {
             return Routed::default();
         }
-        let event: Arc<str> = change.event().into();
+        let event: Msg = change.event().into();
         let mut routed = Routed::default();
         for sub in targets {
             if sub.deliver(&event) {
@@ -376,7 +357,7 @@ impl Hub {
             .filter_map(|id| ix.subs.get(id).cloned())
             .collect();
         drop(ix);
-        subs.iter().for_each(|s| s.end());
+        subs.iter().for_each(|s| s.signals.end(End::Revoked));
         subs.len()
     }
 
@@ -387,7 +368,7 @@ impl Hub {
     /// Tells every stream to send `resync` (changes may have been missed).
     pub fn resync_all(&self) -> usize {
         let subs: Vec<Arc<Sub>> = self.lock().subs.values().cloned().collect();
-        subs.iter().for_each(|s| s.flag_resync());
+        subs.iter().for_each(|s| s.signals.flag_resync());
         subs.len()
     }
 
@@ -501,7 +482,7 @@ mod tests {
             .map(|i| hub.route(&change("server", i, Some(10), None)))
             .collect();
         assert_eq!(routed[2].dropped, 1);
-        assert!(sub.flags.dropped.load(Ordering::SeqCst));
+        assert!(sub.signals.resync_flagged());
     }
 
     #[test]

@@ -5,7 +5,7 @@
 //! Stream threads never touch the database: they hand their work to the keeper through a channel,
 //! so a stream costs no pooled connection and only a small stack.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::thread;
@@ -15,6 +15,7 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 
 use crate::app::App;
 use crate::crypto;
+use crate::db::leases::Holder;
 use crate::db::{self, leases, sessions};
 
 const HEARTBEAT: Duration = Duration::from_secs(15);
@@ -30,7 +31,7 @@ enum Job {
 pub struct LeaseBook {
     /// Random per process start: names this instance's rows in `stream_leases`.
     pub instance_id: String,
-    live: Mutex<HashSet<i64>>,
+    live: Mutex<HashMap<i64, Holder>>,
     jobs: Sender<Job>,
     inbox: Receiver<Job>,
 }
@@ -46,15 +47,15 @@ impl LeaseBook {
         let (jobs, inbox) = crossbeam_channel::unbounded();
         LeaseBook {
             instance_id: crypto::b64url(&crypto::random_bytes::<9>()),
-            live: Mutex::new(HashSet::new()),
+            live: Mutex::new(HashMap::new()),
             jobs,
             inbox,
         }
     }
 
     /// Records a lease row taken by `db::leases::acquire`; the guard releases it on drop.
-    pub fn hold(self: &Arc<Self>, id: i64) -> Lease {
-        self.live_set().insert(id);
+    pub fn hold(self: &Arc<Self>, id: i64, holder: Holder) -> Lease {
+        self.live_set().insert(id, holder);
         Lease {
             id,
             book: self.clone(),
@@ -70,12 +71,12 @@ impl LeaseBook {
         });
     }
 
-    fn live_set(&self) -> std::sync::MutexGuard<'_, HashSet<i64>> {
+    fn live_set(&self) -> std::sync::MutexGuard<'_, HashMap<i64, Holder>> {
         self.live.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn live_ids(&self) -> Vec<i64> {
-        self.live_set().iter().copied().collect()
+    fn live(&self) -> Vec<(i64, Holder)> {
+        self.live_set().iter().map(|(id, h)| (*id, *h)).collect()
     }
 }
 
@@ -104,6 +105,8 @@ struct Keeper {
     /// Session deadlines in order, and the deadline of each watched session.
     due: BTreeSet<(Instant, i64)>,
     watched: HashMap<i64, Instant>,
+    /// Releases that failed (database away), retried at each heartbeat.
+    unreleased: Vec<i64>,
 }
 
 impl Keeper {
@@ -113,6 +116,7 @@ impl Keeper {
             next_heartbeat: Instant::now() + HEARTBEAT,
             due: BTreeSet::new(),
             watched: HashMap::new(),
+            unreleased: Vec::new(),
         }
     }
 
@@ -153,12 +157,7 @@ impl Keeper {
                 } => self.watch(session_id, deadline),
             }
         }
-        if !released.is_empty() {
-            // On failure the rows stay until the next heartbeat, which deletes rows not live.
-            if let Err(e) = self.with_db(|c| leases::release(c, &released)) {
-                log::warn!("stream leases not released yet: {e}");
-            }
-        }
+        self.release(released);
     }
 
     fn watch(&mut self, session_id: i64, deadline: Instant) {
@@ -168,10 +167,23 @@ impl Keeper {
         self.due.insert((deadline, session_id));
     }
 
+    /// Deletes released rows; on failure they are kept and tried again at the next heartbeat.
+    fn release(&mut self, mut ids: Vec<i64>) {
+        ids.append(&mut self.unreleased);
+        if ids.is_empty() {
+            return;
+        }
+        if let Err(e) = self.with_db(|c| leases::release(c, &ids)) {
+            log::warn!("stream leases not released yet: {e}");
+            self.unreleased = ids;
+        }
+    }
+
     fn heartbeat(&mut self) {
         self.next_heartbeat = Instant::now() + HEARTBEAT;
+        self.release(Vec::new());
         let instance = self.app.hub.leases.instance_id.clone();
-        let live = self.app.hub.leases.live_ids();
+        let live = self.app.hub.leases.live();
         if let Err(e) = self.with_db(|c| leases::heartbeat(c, &instance, &live)) {
             log::warn!("stream lease heartbeat failed: {e}");
         }

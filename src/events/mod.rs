@@ -9,14 +9,13 @@
 pub mod hub;
 pub mod leases;
 pub mod listener;
+pub mod signal;
 mod stream;
 
-use std::io::Write;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crossbeam_channel::Sender;
 use serde::{Deserialize, Serialize};
 
 use crate::app::{App, Reply};
@@ -30,8 +29,10 @@ use crate::http::Request;
 use crate::metrics::Metrics;
 
 pub use hub::Hub;
-use hub::{Flags, Msg, Scope, Subscription};
+use hub::{Scope, Subscription};
 use leases::Lease;
+pub use signal::{End, Signals};
+pub use stream::{Outlet, Timing};
 
 /// The first bytes of every stream: the reconnect delay, then `ready`.
 pub const READY: &str = "retry: 3000\nevent: ready\ndata: {}\n\n";
@@ -61,53 +62,40 @@ impl Change {
     }
 }
 
-/// Asks a running stream to end (shutdown, revocation, a request pipelined behind it).
-#[derive(Clone, Default)]
-pub struct Ender {
-    flags: Arc<Flags>,
-    wake: Option<Sender<Msg>>,
-}
-
-impl Ender {
-    pub fn end(&self) {
-        self.flags.ended.store(true, Ordering::SeqCst);
-        if let Some(wake) = &self.wake {
-            let _ = wake.try_send(Msg::Wake);
-        }
-    }
-}
-
 /// An authorised event stream, ready to run on its own thread once the response head is sent.
 /// Dropping it (after `run`, or instead of it) unsubscribes and frees the stream slot.
 pub struct StreamPlan {
     sub: Subscription,
     _lease: Lease,
-    ping: Duration,
+    _share: Option<crate::shares::Ticket>,
+    timing: Timing,
     metrics: Arc<Metrics>,
 }
 
 impl StreamPlan {
-    fn new(app: &App, sub: Subscription, lease: Lease) -> StreamPlan {
+    fn new(app: &App, sub: Subscription, lease: Lease, share: crate::shares::Ticket) -> StreamPlan {
         app.metrics.streams_total.fetch_add(1, Ordering::Relaxed);
         app.metrics.streams_open.fetch_add(1, Ordering::Relaxed);
         StreamPlan {
             sub,
             _lease: lease,
-            ping: app.config.ping_interval,
+            _share: Some(share),
+            timing: Timing {
+                ping: app.config.ping_interval,
+                stall: app.config.stream_stall,
+            },
             metrics: app.metrics.clone(),
         }
     }
 
-    pub fn ender(&self) -> Ender {
-        Ender {
-            flags: self.sub.flags.clone(),
-            wake: Some(self.sub.tx.clone()),
-        }
+    /// The stream's signals: how the server ends it (shutdown) or pokes it (socket events).
+    pub fn signals(&self) -> Arc<Signals> {
+        self.sub.signals.clone()
     }
 
-    /// Writes the stream until it ends; each `write` call is one event.
-    pub fn run(self, out: &mut dyn Write) {
-        stream::run(&self.sub, self.ping, out);
+    /// Runs the stream on the calling thread until something ends it; says why.
+    pub fn run(self, out: &mut dyn Outlet) -> End {
+        stream::run(&self.sub, self.timing, out)
     }
 }
 
@@ -148,6 +136,7 @@ impl Who {
 /// `GET /v1/events`.
 pub fn get(app: &App, req: &Request) -> ApiResult<Reply> {
     let who = authenticate(app, req)?;
+    let share = admit(app, req)?;
     let mut c = db::conn(&app.pool)?;
     let lease = take_lease(app, &mut c, who.holder())?;
     let (sub, needs_orgs) = app.hub.subscribe(who.scope(), app.config.stream_queue);
@@ -170,7 +159,28 @@ pub fn get(app: &App, req: &Request) -> ApiResult<Reply> {
         let remaining = Duration::from_secs_f64(s.remaining.max(0.0));
         app.hub.leases.watch_session(s.id, remaining);
     }
-    Ok(Reply::Stream(StreamPlan::new(app, sub, lease)))
+    Ok(Reply::Stream(StreamPlan::new(app, sub, lease, share)))
+}
+
+/// Refuses a stream while this instance holds as many as it can (503), or while the client's
+/// address holds its share of them (429), before any lease is taken. Concurrent requests can
+/// pass the overall check by at most one per worker.
+fn admit(app: &App, req: &Request) -> ApiResult<crate::shares::Ticket> {
+    let open = app.metrics.streams_open.load(Ordering::Relaxed);
+    if open >= app.capacity.max_streams as u64 {
+        return Err(ApiError::new(Code::Unavailable).message(
+            "This server has as many event streams open as it can hold; try again shortly.",
+        ));
+    }
+    let ip = req
+        .client_ip(&app.config.trusted_proxies)
+        .unwrap_or(std::net::Ipv4Addr::UNSPECIFIED.into());
+    app.stream_shares.take(ip).ok_or_else(|| {
+        ApiError::rate_limited(5).message(format!(
+            "One client address may hold at most {} of this server's event streams; close one first.",
+            app.stream_shares.limit()
+        ))
+    })
 }
 
 /// A bearer API token, else the session cookie (401 `unauthorized` / `mfa_required`).
@@ -196,7 +206,7 @@ fn take_lease(app: &App, c: &mut db::Conn, holder: Holder) -> ApiResult<Lease> {
     let id = lease_rows::acquire(&mut tx, &book.instance_id, holder, max)?;
     tx.commit()?;
     match id {
-        Some(id) => Ok(book.hold(id)),
+        Some(id) => Ok(book.hold(id, holder)),
         None => Err(ApiError::new(Code::TooManyStreams).message(format!(
             "At most {max} event streams can be open at once for one user or API token; \
              close one first."

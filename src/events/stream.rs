@@ -1,52 +1,224 @@
-//! The body of one stream, on its own small-stack thread: `ready`, then each change as soon as it
-//! arrives, `resync` after drops, `: ping` after a quiet interval. Each event is one write and
-//! one flush (one HTTP chunk), so it reaches the client at once. Any write error ends the stream:
-//! a client that went away is noticed at the next write, at the latest the next ping.
+//! The body of one stream, on the connection's own thread: `ready`, then each change as soon as it
+//! arrives, `resync` after drops, `: ping` after a quiet interval, until something ends it.
+//!
+//! The thread sleeps in `park_timeout` and is woken by whoever has news for it: the hub after
+//! queueing a change, a revocation or shutdown (`Signals::end`), the socket watcher when the
+//! client's socket stirs. It never blocks on the socket: sends are non-blocking, and what the
+//! socket does not take waits in the outlet until the watcher says there is room. Waiting with
+//! `park` rather than a blocking channel receive matters for fan-out: a blocking receive spins and
+//! yields before it sleeps, which cost more CPU than the delivery itself (see docs/events.md).
 
-use std::io::Write;
-use std::sync::atomic::Ordering;
+use std::io;
+use std::thread;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::RecvTimeoutError;
-
-use super::hub::{Msg, Subscription};
+use super::hub::Subscription;
+use super::signal::End;
 use super::{PING, READY, RESYNC};
 
-pub(super) fn run(sub: &Subscription, ping: Duration, out: &mut dyn Write) {
-    if send(out, READY).is_err() {
-        return;
-    }
-    let mut last_write = Instant::now();
+/// The connection a stream writes to, as the HTTP layer offers it.
+pub trait Outlet {
+    /// Adds one event to what waits to be sent (the HTTP layer frames it).
+    fn queue(&mut self, text: &str);
+    /// Bytes queued and not yet sent.
+    fn backlog(&self) -> usize;
+    /// Sends what is queued without blocking; returns how many bytes left now. An error means
+    /// the connection is gone.
+    fn send(&mut self) -> io::Result<usize>;
+    /// Looks at the client side after a poke: `Some` when the client closed the connection or
+    /// sent another request. Never consumes anything.
+    fn look(&self) -> Option<End>;
+}
+
+/// The clock of a stream.
+#[derive(Debug, Clone, Copy)]
+pub struct Timing {
+    /// A `: ping` after this long without an event.
+    pub ping: Duration,
+    /// A stream whose queued bytes could not be sent for this long is ended.
+    pub stall: Duration,
+}
+
+/// At most this much is queued in the outlet before it is sent (the rest stays in the channel,
+/// which is what overflows into `resync` for a slow reader).
+const BATCH: usize = 16 * 1024;
+
+pub(super) fn run(sub: &Subscription, timing: Timing, out: &mut dyn Outlet) -> End {
+    sub.signals.attach();
+    out.queue(READY);
+    let mut last_event = Instant::now();
+    let mut last_progress = Instant::now();
+    let mut resync = false;
     loop {
-        let msg = match sub.rx.recv_deadline(last_write + ping) {
-            Ok(msg) => Some(msg),
-            Err(RecvTimeoutError::Timeout) => None,
-            Err(RecvTimeoutError::Disconnected) => return,
-        };
-        if sub.flags.ended.load(Ordering::SeqCst) {
-            return;
+        if let Some(why) = sub.signals.ended() {
+            return why;
         }
-        let text: &str = if sub.flags.dropped.swap(false, Ordering::SeqCst) {
-            // The client reloads everything after `resync`; what is queued is older than that.
-            for _ in 0..sub.rx.len() {
-                let _ = sub.rx.try_recv();
+        if sub.signals.take_poke() {
+            if let Some(why) = out.look() {
+                return why;
             }
-            RESYNC
+        }
+        if sub.signals.take_dropped() {
+            // The queue overflowed: what is in it is older than the `resync` the client will
+            // get, so it goes now, and changes arriving from here on find room.
+            while sub.rx.try_recv().is_ok() {}
+            resync = true;
+        }
+        if out.backlog() == 0 && fill(sub, out, timing.ping, last_event, &mut resync) {
+            last_event = Instant::now();
+        }
+        if out.backlog() > 0 {
+            match out.send() {
+                Err(_) => return End::ClientGone,
+                Ok(n) if n > 0 => last_progress = Instant::now(),
+                Ok(_) => {}
+            }
+            if out.backlog() > 0 && last_progress.elapsed() >= timing.stall {
+                return End::Stalled;
+            }
+            if out.backlog() == 0 {
+                // Sent: there may be more in the channel already.
+                continue;
+            }
+        }
+        let until = if out.backlog() > 0 {
+            last_progress + timing.stall
         } else {
-            match &msg {
-                Some(Msg::Event(event)) => event,
-                Some(Msg::Wake) => continue,
-                None => PING,
-            }
+            last_event + timing.ping
         };
-        if send(out, text).is_err() {
-            return;
+        if let Some(wait) = until.checked_duration_since(Instant::now()) {
+            thread::park_timeout(wait);
         }
-        last_write = Instant::now();
     }
 }
 
-fn send(out: &mut dyn Write, text: &str) -> std::io::Result<()> {
-    out.write_all(text.as_bytes())?;
-    out.flush()
+/// Queues what is due: `resync` after drops, then queued changes, else a ping when the quiet
+/// interval is over. Returns whether anything was queued.
+fn fill(
+    sub: &Subscription,
+    out: &mut dyn Outlet,
+    ping: Duration,
+    last_event: Instant,
+    resync: &mut bool,
+) -> bool {
+    let mut any = std::mem::take(resync);
+    if any {
+        out.queue(RESYNC);
+    }
+    while out.backlog() < BATCH {
+        match sub.rx.try_recv() {
+            Ok(event) => {
+                out.queue(&event);
+                any = true;
+            }
+            Err(_) => break,
+        }
+    }
+    if !any && last_event.elapsed() >= ping {
+        out.queue(PING);
+        any = true;
+    }
+    any
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::events::hub::{Hub, Scope};
+    use crate::events::Change;
+    use std::sync::Arc;
+
+    /// An outlet that takes `room` bytes, then nothing.
+    struct Fake {
+        queued: Vec<u8>,
+        sent: Vec<u8>,
+        room: usize,
+    }
+
+    impl Outlet for Fake {
+        fn queue(&mut self, text: &str) {
+            self.queued.extend_from_slice(text.as_bytes());
+        }
+        fn backlog(&self) -> usize {
+            self.queued.len()
+        }
+        fn send(&mut self) -> io::Result<usize> {
+            let n = self.queued.len().min(self.room);
+            self.sent.extend(self.queued.drain(..n));
+            self.room -= n;
+            Ok(n)
+        }
+        fn look(&self) -> Option<End> {
+            None
+        }
+    }
+
+    fn token_sub(hub: &Arc<Hub>) -> Subscription {
+        let scope = Scope::Token {
+            token_id: 1,
+            project_id: 10,
+        };
+        hub.subscribe(scope, 4).0
+    }
+
+    fn change(id: i64) -> Change {
+        Change {
+            kind: "server".into(),
+            id,
+            op: "update".into(),
+            project_id: Some(10),
+            org_id: None,
+        }
+    }
+
+    #[test]
+    fn a_stream_that_cannot_send_ends_after_the_stall_time() {
+        let hub = Arc::new(Hub::new());
+        let sub = token_sub(&hub);
+        let mut out = Fake {
+            queued: Vec::new(),
+            sent: Vec::new(),
+            room: 5,
+        };
+        let timing = Timing {
+            ping: Duration::from_millis(20),
+            stall: Duration::from_millis(300),
+        };
+        let t = Instant::now();
+        assert_eq!(run(&sub, timing, &mut out), End::Stalled);
+        assert!(t.elapsed() >= timing.stall && t.elapsed() < Duration::from_secs(2));
+        assert_eq!(out.sent, b"retry");
+    }
+
+    #[test]
+    fn an_end_signal_wakes_a_waiting_stream_at_once() {
+        let hub = Arc::new(Hub::new());
+        let sub = token_sub(&hub);
+        let signals = sub.signals.clone();
+        let runner = std::thread::spawn(move || {
+            let mut out = Fake {
+                queued: Vec::new(),
+                sent: Vec::new(),
+                room: usize::MAX,
+            };
+            let timing = Timing {
+                ping: Duration::from_secs(60),
+                stall: Duration::from_secs(60),
+            };
+            (run(&sub, timing, &mut out), out.sent)
+        });
+        std::thread::sleep(Duration::from_millis(100));
+        hub.route(&change(1));
+        std::thread::sleep(Duration::from_millis(100));
+        let t = Instant::now();
+        signals.end(End::Revoked);
+        let (why, sent) = runner.join().unwrap();
+        assert!(t.elapsed() < Duration::from_millis(500));
+        assert_eq!(why, End::Revoked);
+        let text = String::from_utf8(sent).unwrap();
+        assert!(
+            text.starts_with(READY) && text.ends_with(&change(1).event()),
+            "{text}"
+        );
+    }
 }

@@ -16,9 +16,8 @@ use std::sync::{Arc, Mutex, Weak};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use super::sock;
+use super::{sock, wire};
 use crate::error::{ApiError, Code};
-use crate::http::Response;
 use crate::metrics::Metrics;
 
 /// Largest request head (request line and all header lines) we take.
@@ -30,8 +29,6 @@ const TICK: Duration = Duration::from_millis(100);
 /// A cut connection whose thread is still reading (its client keeps sending) is aborted after
 /// this: time for our answer to leave.
 const ABORT_GRACE: Duration = Duration::from_secs(1);
-/// Heads pipelined behind a stream have no deadline; their size is checked this often.
-const QUIET_EVERY: u32 = 10;
 
 #[derive(Clone, Copy, Debug)]
 pub struct Limits {
@@ -46,9 +43,8 @@ pub struct Limits {
 /// What the connection thread is waiting for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Phase {
-    /// A request head. `first`: the connection's first; `quiet`: behind a stream request,
-    /// which may last for hours, so only the size counts.
-    Head { first: bool, quiet: bool },
+    /// A request head. `first`: the connection's first.
+    Head { first: bool },
     /// tiny_http discarding the rest of a body after we answered.
     Drain,
 }
@@ -86,10 +82,10 @@ fn too_large(consumed: u64) -> bool {
 
 /// The guard's rules, apart from the clock and the socket.
 pub fn decide(s: Seen, limits: &Limits) -> Action {
-    let (first, quiet) = match s.phase {
+    let first = match s.phase {
         Phase::Drain if s.waited >= limits.drain => return Action::StopReading,
         Phase::Drain => return Action::Wait,
-        Phase::Head { first, quiet } => (first, quiet),
+        Phase::Head { first } => first,
     };
     let answer = |code| {
         if s.in_flight == 0 {
@@ -119,10 +115,6 @@ pub fn decide(s: Seen, limits: &Limits) -> Action {
             Action::Wait
         };
     }
-    if quiet && s.in_flight > 0 {
-        // A request pipelined behind an open stream: the stream ends once its head is in.
-        return Action::Wait;
-    }
     if s.waited >= limits.head {
         return answer(Code::RequestTimeout);
     }
@@ -144,7 +136,6 @@ struct State {
     /// keeps sending keeps tiny_http reading after a shutdown).
     abort_at: Option<Instant>,
     last_done: Instant,
-    ticks: u32,
 }
 
 struct Armed {
@@ -164,7 +155,6 @@ impl Conn {
             since: Instant::now(),
             base,
         });
-        st.ticks = 0;
     }
 
     /// Disarms. `None` if the guard ended the connection meanwhile (what tiny_http returned
@@ -222,7 +212,6 @@ impl Guard {
                 cut: false,
                 abort_at: None,
                 last_done: now,
-                ticks: 0,
             }),
             in_flight: AtomicUsize::new(0),
         });
@@ -269,9 +258,7 @@ impl Guard {
         }
         let Some(armed) = &st.armed else { return };
         let (phase, since, base) = (armed.phase, armed.since, armed.base);
-        st.ticks += 1;
-        let quiet = matches!(phase, Phase::Head { quiet: true, .. });
-        let look = phase != Phase::Drain && (!quiet || st.ticks % QUIET_EVERY == 0 || stopping);
+        let look = phase != Phase::Drain;
         let waited = match phase {
             Phase::Drain => since.elapsed(),
             Phase::Head { .. } => since.max(st.last_done).elapsed(),
@@ -298,7 +285,7 @@ impl Guard {
                     .fetch_add(1, Ordering::Relaxed);
             }
             Action::Answer(code) => {
-                let _ = sock::send_now(fd, &raw_answer(code));
+                let _ = sock::send_now(fd, &wire::error(&answer(code)));
                 sock::shutdown(fd, Shutdown::Both);
                 count_cut(metrics, code, phase);
             }
@@ -338,9 +325,9 @@ fn count_cut(metrics: &Metrics, code: Code, phase: Phase) {
     counter.fetch_add(1, Ordering::Relaxed);
 }
 
-/// A complete error response written straight to the socket.
-fn raw_answer(code: Code) -> Vec<u8> {
-    let e = match code {
+/// The guard's answer to a head it cut off.
+fn answer(code: Code) -> ApiError {
+    match code {
         Code::HeaderTooLarge => {
             ApiError::new(code).message("The request head is larger than 16 KiB.")
         }
@@ -348,25 +335,6 @@ fn raw_answer(code: Code) -> Vec<u8> {
             ApiError::new(code).message("The request head did not arrive in time.")
         }
         _ => ApiError::new(code),
-    };
-    let r = Response::from_error(&e);
-    let mut out = format!(
-        "HTTP/1.1 {} {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\
-         X-Content-Type-Options: nosniff\r\nConnection: close\r\n\r\n",
-        r.status,
-        reason(r.status),
-        r.body.len()
-    )
-    .into_bytes();
-    out.extend_from_slice(&r.body);
-    out
-}
-
-fn reason(status: u16) -> &'static str {
-    match status {
-        408 => "Request Timeout",
-        431 => "Request Header Fields Too Large",
-        _ => "Error",
     }
 }
 
@@ -390,18 +358,8 @@ mod tests {
         }
     }
 
-    const FIRST: Phase = Phase::Head {
-        first: true,
-        quiet: false,
-    };
-    const NEXT: Phase = Phase::Head {
-        first: false,
-        quiet: false,
-    };
-    const QUIET: Phase = Phase::Head {
-        first: false,
-        quiet: true,
-    };
+    const FIRST: Phase = Phase::Head { first: true };
+    const NEXT: Phase = Phase::Head { first: false };
 
     #[test]
     fn a_head_gets_its_deadline_and_an_answer_when_nothing_else_is_written() {
@@ -429,7 +387,7 @@ mod tests {
             Action::Answer(Code::HeaderTooLarge)
         );
         assert_eq!(
-            decide(seen(QUIET, 0, limit + 1025, 1), &LIMITS),
+            decide(seen(NEXT, 0, limit + 1025, 1), &LIMITS),
             Action::StopReading
         );
     }
@@ -443,18 +401,6 @@ mod tests {
         assert_eq!(decide(seen(NEXT, 600, 0, 1), &LIMITS), Action::Wait);
         // The first request gets the head deadline, not the keep-alive one.
         assert_eq!(decide(seen(FIRST, 6, 0, 0), &LIMITS), Action::Wait);
-    }
-
-    #[test]
-    fn behind_an_open_stream_only_size_counts() {
-        assert_eq!(decide(seen(QUIET, 3600, 0, 1), &LIMITS), Action::Wait);
-        assert_eq!(decide(seen(QUIET, 3600, 10, 1), &LIMITS), Action::Wait);
-        // Once the stream is over, it is an ordinary kept-alive connection.
-        assert_eq!(decide(seen(QUIET, 5, 0, 0), &LIMITS), Action::Close);
-        assert_eq!(
-            decide(seen(QUIET, 20, 10, 0), &LIMITS),
-            Action::Answer(Code::RequestTimeout)
-        );
     }
 
     #[test]
@@ -477,15 +423,5 @@ mod tests {
             decide(seen(Phase::Drain, 5, 1 << 40, 0), &LIMITS),
             Action::StopReading
         );
-    }
-
-    #[test]
-    fn answers_are_complete_json_responses() {
-        let raw = String::from_utf8(raw_answer(Code::HeaderTooLarge)).unwrap();
-        let (head, body) = raw.split_once("\r\n\r\n").unwrap();
-        assert!(head.starts_with("HTTP/1.1 431 Request Header Fields Too Large\r\n"));
-        assert!(head.contains(&format!("Content-Length: {}", body.len())));
-        let v: serde_json::Value = serde_json::from_str(body).unwrap();
-        assert_eq!(v["error"]["code"], "header_too_large", "{v}");
     }
 }

@@ -228,6 +228,142 @@ pub fn send_now(fd: RawFd, bytes: &[u8]) -> io::Result<usize> {
     }
 }
 
+/// What a stream's socket says about its client, read without consuming anything.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Peer {
+    /// Connected, nothing sent by the client.
+    Quiet,
+    /// The client sent bytes (a pipelined request): they wait in the kernel, unread.
+    Sent,
+    /// The client closed (FIN), reset, or the socket failed.
+    Gone,
+}
+
+/// `TCP_ESTABLISHED` in Linux's `tcp_states.h`.
+const TCP_ESTABLISHED: u8 = 1;
+
+/// Looks at a connection: its TCP state (a FIN moves it to `CLOSE_WAIT`, a reset to `CLOSE`)
+/// and the bytes waiting to be read. After tiny_http's read half is gone (`shutdown(SHUT_RD)`),
+/// `poll` reports "read hang-up" at once for every socket, so only these two tell a client's
+/// close from a pipelined request.
+pub fn peer(fd: RawFd) -> Peer {
+    let mut info = [0u8; 8];
+    if getsockopt(fd, libc::IPPROTO_TCP, libc::TCP_INFO, &mut info).is_err()
+        || info[0] != TCP_ESTABLISHED
+    {
+        return Peer::Gone;
+    }
+    let mut queued: libc::c_int = 0;
+    // SAFETY: FIONREAD writes one int.
+    match check(unsafe { libc::ioctl(fd, libc::FIONREAD, &mut queued) }) {
+        Ok(_) if queued > 0 => Peer::Sent,
+        Ok(_) => Peer::Quiet,
+        Err(_) => Peer::Gone,
+    }
+}
+
+/// Sends without blocking and without SIGPIPE; `Ok(0)` when the socket buffer is full.
+pub fn send_some(fd: RawFd, bytes: &[u8]) -> io::Result<usize> {
+    match send_now(fd, bytes) {
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(0),
+        Err(e) if e.kind() == io::ErrorKind::Interrupted => Ok(0),
+        other => other,
+    }
+}
+
+fn set_int(fd: RawFd, level: libc::c_int, name: libc::c_int, value: libc::c_int) -> io::Result<()> {
+    // SAFETY: passes one int and its size.
+    check(unsafe {
+        libc::setsockopt(
+            fd,
+            level,
+            name,
+            (&value as *const libc::c_int).cast(),
+            size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    })?;
+    Ok(())
+}
+
+/// Turns Nagle's algorithm off: each event leaves at once instead of waiting for the client's
+/// (possibly delayed) acknowledgement of the previous one.
+pub fn set_nodelay(fd: RawFd) -> io::Result<()> {
+    set_int(fd, libc::IPPROTO_TCP, libc::TCP_NODELAY, 1)
+}
+
+/// Caps the kernel's send buffer of a socket (it then stops growing it on its own).
+pub fn set_send_buffer(fd: RawFd, bytes: usize) -> io::Result<()> {
+    set_int(
+        fd,
+        libc::SOL_SOCKET,
+        libc::SO_SNDBUF,
+        bytes.min(i32::MAX as usize) as libc::c_int,
+    )
+}
+
+/// The address of the other end of a connection.
+pub fn peer_addr(fd: RawFd) -> io::Result<SocketAddr> {
+    // SAFETY: socket2 hands us storage and its length for getpeername to fill.
+    let ((), addr) = unsafe {
+        SockAddr::try_init(|storage, len| {
+            check(libc::getpeername(fd, storage.cast(), len)).map(|_| ())
+        })
+    }?;
+    addr.as_socket()
+        .ok_or_else(|| io::Error::other("not an IP socket"))
+}
+
+/// An epoll instance that reports, edge-triggered, every wake-up of the sockets added to it
+/// (data, a FIN or reset, room to write), each tagged with the caller's key.
+pub struct Epoll(RawFd);
+
+impl Epoll {
+    pub fn new() -> io::Result<Epoll> {
+        // SAFETY: no pointers; the new descriptor is owned by the returned value.
+        Ok(Epoll(check(unsafe {
+            libc::epoll_create1(libc::EPOLL_CLOEXEC)
+        })?))
+    }
+
+    /// Watches `fd` under `key` until `remove`; the caller keeps `fd` open until then.
+    pub fn add(&self, fd: RawFd, key: u64) -> io::Result<()> {
+        let mut ev = libc::epoll_event {
+            events: (libc::EPOLLIN | libc::EPOLLOUT | libc::EPOLLRDHUP | libc::EPOLLET) as u32,
+            u64: key,
+        };
+        // SAFETY: a valid epoll_event; the kernel copies it.
+        check(unsafe { libc::epoll_ctl(self.0, libc::EPOLL_CTL_ADD, fd, &mut ev) })?;
+        Ok(())
+    }
+
+    pub fn remove(&self, fd: RawFd) {
+        let mut ev = libc::epoll_event { events: 0, u64: 0 };
+        // SAFETY: as in `add` (old kernels want a non-null event for DEL).
+        unsafe { libc::epoll_ctl(self.0, libc::EPOLL_CTL_DEL, fd, &mut ev) };
+    }
+
+    /// Waits at most `timeout` and appends the keys of the sockets that woke.
+    pub fn wait(&self, keys: &mut Vec<u64>, timeout: Duration) -> io::Result<()> {
+        let mut evs = [libc::epoll_event { events: 0, u64: 0 }; 256];
+        let ms = timeout.as_millis().min(i32::MAX as u128) as libc::c_int;
+        // SAFETY: `evs` has room for the number of events we pass.
+        let n = match check(unsafe { libc::epoll_wait(self.0, evs.as_mut_ptr(), 256, ms) }) {
+            Ok(n) => n as usize,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => 0,
+            Err(e) => return Err(e),
+        };
+        keys.extend(evs[..n].iter().map(|e| e.u64));
+        Ok(())
+    }
+}
+
+impl Drop for Epoll {
+    fn drop(&mut self) {
+        // SAFETY: closes the descriptor this value owns.
+        unsafe { libc::close(self.0) };
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -259,6 +395,62 @@ mod tests {
         let mut got = [0u8; 2];
         client.read_exact(&mut got).unwrap();
         assert_eq!(&got, b"hi");
+    }
+
+    /// The kernel facts the stream watcher relies on, on a socket whose read side was shut down
+    /// as tiny_http does when its read half drops: an edge-triggered wake-up on a pipelined
+    /// request and on a close, and `peer` telling them apart.
+    #[test]
+    fn after_shut_rd_epoll_still_wakes_and_peer_tells_data_from_close() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (server, _) = listener.accept().unwrap();
+        let fd = server.as_raw_fd();
+        server.shutdown(Shutdown::Read).unwrap();
+        let ep = Epoll::new().unwrap();
+        ep.add(fd, 7).unwrap();
+        let mut keys = Vec::new();
+        ep.wait(&mut keys, Duration::from_millis(100)).unwrap();
+        assert_eq!(keys, [7], "the first look");
+        assert_eq!(peer(fd), Peer::Quiet);
+        keys.clear();
+        ep.wait(&mut keys, Duration::from_millis(100)).unwrap();
+        assert!(keys.is_empty(), "edge-triggered: nothing new");
+
+        client.write_all(b"GET / HTTP/1.1\r\n").unwrap();
+        ep.wait(&mut keys, Duration::from_secs(2)).unwrap();
+        assert_eq!(keys, [7], "woken by a pipelined request");
+        assert_eq!(peer(fd), Peer::Sent);
+        assert_eq!(peer(fd), Peer::Sent, "looking consumes nothing");
+
+        keys.clear();
+        client.shutdown(Shutdown::Write).unwrap();
+        ep.wait(&mut keys, Duration::from_secs(2)).unwrap();
+        assert_eq!(keys, [7], "woken by the FIN");
+        assert_eq!(peer(fd), Peer::Gone);
+        ep.remove(fd);
+    }
+
+    #[test]
+    fn a_reset_wakes_and_reads_as_gone() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (server, _) = listener.accept().unwrap();
+        let fd = server.as_raw_fd();
+        server.shutdown(Shutdown::Read).unwrap();
+        let ep = Epoll::new().unwrap();
+        ep.add(fd, 1).unwrap();
+        let mut keys = Vec::new();
+        ep.wait(&mut keys, Duration::from_millis(100)).unwrap();
+        keys.clear();
+        socket2::SockRef::from(&client)
+            .set_linger(Some(Duration::ZERO))
+            .unwrap();
+        drop(client);
+        ep.wait(&mut keys, Duration::from_secs(2)).unwrap();
+        assert_eq!(keys, [1]);
+        assert_eq!(peer(fd), Peer::Gone);
+        assert!(send_some(fd, b"x").is_err());
     }
 
     #[test]

@@ -1,0 +1,186 @@
+//! The accept loop: takes each connection through tiny_http, finds its socket for the guard,
+//! and gives it a thread — unless this process is at its capacity (503) or the client's address
+//! holds its share of connections (429). Either refusal is a complete JSON response written
+//! without a thread, and each kind is logged once per episode, not once per connection.
+
+use std::io;
+use std::net::{IpAddr, TcpListener};
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread;
+use std::time::Duration;
+
+use crossbeam_channel::Sender;
+
+use super::conn::{self, Incoming};
+use super::guard::Guard;
+use super::{sock, wire, Shared};
+use crate::error::{ApiError, Code};
+use crate::shares::Ticket;
+
+/// Stack of a connection thread: tiny_http's head parser, our body reader and, for a stream,
+/// the stream loop; none needs much.
+const CONNECTION_STACK: usize = 128 * 1024;
+
+/// Logs a condition once when it starts, and again only after it has cleared.
+#[derive(Default)]
+struct Once(AtomicBool);
+
+impl Once {
+    fn set(&self, msg: impl FnOnce() -> String) {
+        if !self.0.swap(true, Ordering::Relaxed) {
+            log::warn!("{}", msg());
+        }
+    }
+
+    fn clear(&self) {
+        self.0.store(false, Ordering::Relaxed);
+    }
+}
+
+pub fn run(
+    listener: &TcpListener,
+    mark: Duration,
+    guard: &Arc<Guard>,
+    queue: Sender<Incoming>,
+    shared: &Arc<Shared>,
+) {
+    let ssl = tiny_http::SslContextWrap::build_ssl_capabilities(None).expect("no TLS configured");
+    let lfd = listener.as_raw_fd();
+    let Ok(tl) = listener.try_clone() else {
+        log::error!("cannot clone the listening socket");
+        return;
+    };
+    let tl = tiny_http::Listener::from(tl);
+    let full = Once::default();
+    while !shared.app.stopping.load(Ordering::SeqCst) {
+        match sock::wait_readable(lfd, Duration::from_secs(1)) {
+            Ok(true) => {}
+            Ok(false) => continue,
+            Err(e) => {
+                log::warn!("poll on the listener: {e}");
+                thread::sleep(Duration::from_millis(50));
+                continue;
+            }
+        }
+        if shared.at_capacity() {
+            full.set(|| {
+                format!(
+                    "at capacity ({} connections or {} descriptors): refusing new connections",
+                    shared.app.capacity.max_connections, shared.app.capacity.fd_budget
+                )
+            });
+            refuse_next(listener, shared);
+            continue;
+        }
+        full.clear();
+        accept_one(listener, &tl, &ssl, mark, guard, &queue, shared);
+    }
+    log::debug!("accept loop stopped");
+}
+
+/// Accepts one connection ourselves (one descriptor, no thread) and refuses it with 503.
+fn refuse_next(listener: &TcpListener, shared: &Shared) {
+    match listener.accept() {
+        Ok((socket, _)) => {
+            let e = ApiError::new(Code::Unavailable)
+                .message("The server holds as many connections as it can; try again shortly.");
+            let _ = sock::send_now(socket.as_raw_fd(), &wire::error(&e));
+            shared
+                .app
+                .metrics
+                .connections_refused
+                .fetch_add(1, Ordering::Relaxed);
+        }
+        Err(e) => accept_failed(&e),
+    }
+}
+
+fn accept_failed(e: &io::Error) {
+    // The listener's read timeout makes accept() time out: a tick, not an error.
+    if !matches!(
+        e.kind(),
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+    ) {
+        // EMFILE and friends: back off instead of spinning or giving up.
+        log::warn!("accept: {e}");
+        thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn accept_one(
+    listener: &TcpListener,
+    tl: &tiny_http::Listener,
+    ssl: &tiny_http::SslContextWrap,
+    mark: Duration,
+    guard: &Arc<Guard>,
+    queue: &Sender<Incoming>,
+    shared: &Arc<Shared>,
+) {
+    let metrics = &shared.app.metrics;
+    // Where tiny_http's accept will most likely put the new socket.
+    let hint = sock::lowest_free(listener.as_raw_fd()).ok();
+    let client = match tiny_http::Server::accept_connection(tl, ssl) {
+        Ok(Some(client)) => client,
+        Ok(None) => return,
+        Err(e) => return accept_failed(&e),
+    };
+    // Find the socket and give it its real read time-out (which removes the mark); a
+    // connection we cannot guard is not served.
+    let fd = sock::find_fresh(listener, mark, hint)
+        .filter(|&fd| sock::set_read_timeout(fd, shared.app.config.read_timeout).is_ok());
+    let Some(fd) = fd else {
+        log::warn!("closed an accepted connection whose socket could not be found");
+        metrics
+            .connections_unguarded
+            .fetch_add(1, Ordering::Relaxed);
+        return;
+    };
+    let Ok(share) = take_share(fd, shared) else {
+        let e = ApiError::rate_limited(5).message(format!(
+            "This address holds as many connections as one address may ({}); try again shortly.",
+            shared.conn_shares.limit()
+        ));
+        let _ = sock::send_now(fd, &wire::error(&e));
+        metrics
+            .connections_over_share
+            .fetch_add(1, Ordering::Relaxed);
+        return;
+    };
+    let _ = sock::set_nodelay(fd);
+    let conn = guard.watch(fd);
+    shared.connections.fetch_add(1, Ordering::SeqCst);
+    shared.fds.fetch_add(2, Ordering::SeqCst);
+    let (queue, shared2) = (queue.clone(), shared.clone());
+    let spawned = thread::Builder::new()
+        .name("conn".into())
+        .stack_size(CONNECTION_STACK)
+        .spawn(move || {
+            let streamed = conn::serve(client, fd, &conn, &queue, &shared2);
+            drop(conn);
+            drop(share);
+            shared2
+                .fds
+                .fetch_sub(if streamed { 1 } else { 2 }, Ordering::SeqCst);
+            shared2.connections.fetch_sub(1, Ordering::SeqCst);
+        });
+    if let Err(e) = spawned {
+        // The closure (and the connection in it) is dropped: the client sees a close.
+        log::error!("cannot start a connection thread: {e}");
+        shared.connections.fetch_sub(1, Ordering::SeqCst);
+        shared.fds.fetch_sub(2, Ordering::SeqCst);
+    }
+}
+
+/// The client address's share of connections; trusted proxies carry many clients and have none.
+fn take_share(fd: i32, shared: &Shared) -> Result<Option<Ticket>, ()> {
+    let ip: IpAddr = match sock::peer_addr(fd) {
+        Ok(addr) => addr.ip().to_canonical(),
+        Err(_) => return Ok(None),
+    };
+    if shared.app.config.trusted_proxies.contains(&ip) {
+        return Ok(None);
+    }
+    shared.conn_shares.take(ip).map(Some).ok_or(())
+}

@@ -1,0 +1,165 @@
+//! A client connection's thread: reads request heads (tiny_http, under the guard) and bodies
+//! (ours, under a deadline), hands each complete request to the worker pool and waits for its
+//! outcome, so that a worker never waits on a client. When the outcome is an event stream, this
+//! same thread runs it (`stream::run`): one thread per stream.
+
+use std::io;
+use std::os::fd::RawFd;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{bounded, Sender};
+
+use super::guard::{Conn, InFlight, Phase};
+use super::{stream, Shared};
+use crate::error::{ApiError, Code};
+use crate::http::{Response, MAX_BODY};
+use crate::router;
+
+/// A request whose head and body have both arrived, ready for a worker.
+pub struct Incoming {
+    pub rq: tiny_http::Request,
+    pub body: Vec<u8>,
+    /// Held until the response is written.
+    pub done: InFlight,
+    /// Where the worker says what became of the request.
+    pub outcome: Sender<Outcome>,
+}
+
+/// What became of a request.
+pub enum Outcome {
+    /// Answered: the connection may carry the next request.
+    Answered,
+    /// The response head of an event stream was written: run it.
+    Stream(Box<stream::Start>),
+    /// The connection is no good any more (a write failed).
+    Close,
+}
+
+/// Serves one connection until it closes. Returns whether it became a stream (and so gave up
+/// tiny_http's read half and its descriptor early).
+pub fn serve(
+    mut requests: impl Iterator<Item = Result<tiny_http::Request, impl std::fmt::Debug>>,
+    fd: RawFd,
+    conn: &Arc<Conn>,
+    queue: &Sender<Incoming>,
+    shared: &Shared,
+) -> bool {
+    let app = &shared.app;
+    let mut first = true;
+    loop {
+        conn.arm(Phase::Head { first });
+        let next = requests.next();
+        let Some(too_large) = conn.disarm() else {
+            return false;
+        };
+        let mut rq = match next {
+            None => return false,
+            Some(Ok(rq)) => rq,
+            // tiny_http has answered a malformed head with 400; nothing follows it.
+            Some(Err(e)) => {
+                log::debug!("malformed request head: {e:?}");
+                return false;
+            }
+        };
+        first = false;
+        let body = if app.stopping.load(Ordering::SeqCst) {
+            Err(ApiError::new(Code::Unavailable).message("The server is shutting down."))
+        } else if too_large {
+            Err(ApiError::new(Code::HeaderTooLarge)
+                .message("The request head is larger than 16 KiB."))
+        } else {
+            read_body(&mut rq, app.config.body_timeout)
+        };
+        let body = match body {
+            Ok(body) => body,
+            Err(e) => {
+                refuse_unread(rq, &e, conn, shared);
+                return false;
+            }
+        };
+        let (tx, rx) = bounded(1);
+        let incoming = Incoming {
+            rq,
+            body,
+            done: conn.begin(),
+            outcome: tx,
+        };
+        if queue.send(incoming).is_err() {
+            return false;
+        }
+        match rx.recv() {
+            Ok(Outcome::Answered) => continue,
+            Ok(Outcome::Stream(start)) => {
+                // The read half goes (its descriptor closes); the stream writes on the other.
+                drop(requests);
+                shared.fds.fetch_sub(1, Ordering::SeqCst);
+                let stopping = &app.stopping;
+                stream::run(*start, fd, &shared.watcher, stopping, &app.metrics);
+                return true;
+            }
+            Ok(Outcome::Close) | Err(_) => return false,
+        }
+    }
+}
+
+/// Answers a request whose body we did not read; the connection closes after it.
+fn refuse_unread(rq: tiny_http::Request, e: &ApiError, conn: &Arc<Conn>, shared: &Shared) {
+    super::worker::log_error("unread", e);
+    shared
+        .app
+        .metrics
+        .observe("unread", e.code.status(), Duration::ZERO);
+    let path = rq.url().split('?').next().unwrap_or("").to_string();
+    // tiny_http drains what is left of a declared body after writing the answer; the guard
+    // bounds that. Then the connection closes.
+    conn.arm(Phase::Drain);
+    super::worker::respond(rq, router::finish(&path, Response::from_error(e)));
+    conn.disarm();
+}
+
+/// After `timeout`, a body must keep arriving at this rate (Apache's `MinRate=500`).
+const BODY_MIN_RATE: usize = 500;
+
+/// Reads a request body of at most `MAX_BODY` bytes. It must arrive within `timeout` plus one
+/// second per `BODY_MIN_RATE` bytes received; every read is also bounded by the socket's read
+/// timeout. Bodies up to 1 KiB were already read by tiny_http with the head.
+fn read_body(rq: &mut tiny_http::Request, timeout: Duration) -> Result<Vec<u8>, ApiError> {
+    if rq.body_length().is_some_and(|n| n > MAX_BODY) {
+        return Err(ApiError::new(Code::PayloadTooLarge));
+    }
+    if rq.body_length() == Some(0) {
+        return Ok(Vec::new());
+    }
+    let started = Instant::now();
+    let too_slow = || ApiError::new(Code::RequestTimeout);
+    let mut body = Vec::new();
+    // On the heap: a connection thread's stack stays small for the stream it may become.
+    let mut buf = vec![0u8; 8192];
+    let reader = rq.as_reader();
+    loop {
+        let n = match reader.read(&mut buf) {
+            Ok(0) => return Ok(body),
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ) =>
+            {
+                return Err(too_slow())
+            }
+            Err(_) => return Err(ApiError::invalid("body", "could not be read")),
+        };
+        if body.len() + n > MAX_BODY {
+            return Err(ApiError::new(Code::PayloadTooLarge));
+        }
+        body.extend_from_slice(&buf[..n]);
+        let allowed = timeout + Duration::from_secs((body.len() / BODY_MIN_RATE) as u64);
+        if started.elapsed() > allowed {
+            return Err(too_slow());
+        }
+    }
+}

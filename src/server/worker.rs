@@ -1,0 +1,158 @@
+//! The request workers: a fixed pool that takes complete requests, turns each into our
+//! `http::Request`, dispatches it, and answers, or, for an event stream, writes the response head
+//! and hands the stream back to its connection's thread.
+
+use std::io::Write;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::RecvTimeoutError;
+
+use super::conn::{Incoming, Outcome};
+use super::{stream, Shared};
+use crate::app::Reply;
+use crate::error::{ApiError, Code};
+use crate::events::StreamPlan;
+use crate::http::{Method, Request, Response};
+use crate::router;
+
+/// Takes requests until the server stops and the queue is empty: a request that was read
+/// before the stop is still answered.
+pub fn run(shared: &Shared) {
+    loop {
+        match shared.requests.recv_timeout(Duration::from_millis(250)) {
+            Ok(incoming) => handle(shared, incoming),
+            Err(RecvTimeoutError::Timeout) if shared.app.stopping.load(Ordering::SeqCst) => return,
+            Err(RecvTimeoutError::Timeout) => continue,
+            Err(RecvTimeoutError::Disconnected) => return,
+        }
+    }
+}
+
+fn handle(shared: &Shared, incoming: Incoming) {
+    let Incoming {
+        rq,
+        body,
+        done,
+        outcome,
+    } = incoming;
+    let started = Instant::now();
+    let app = &shared.app;
+    let (route, result) = match read_request(&rq, body) {
+        Ok(req) => match catch_unwind(AssertUnwindSafe(|| router::dispatch(app, &req))) {
+            Ok((route, reply)) => (route, reply),
+            Err(_) => {
+                app.metrics.panics.fetch_add(1, Ordering::Relaxed);
+                ("panic", Err(ApiError::internal("handler panicked")))
+            }
+        },
+        Err(e) => ("unread", Err(e)),
+    };
+    let path = rq.url().split('?').next().unwrap_or("").to_string();
+    let response = match result {
+        Ok(Reply::Stream(plan)) => {
+            app.metrics.observe(route, 200, started.elapsed());
+            let _ = outcome.send(start_stream(rq, plan));
+            return;
+        }
+        Ok(Reply::Response(response)) => response,
+        Err(e) => {
+            log_error(route, &e);
+            Response::from_error(&e)
+        }
+    };
+    app.metrics
+        .observe(route, response.status, started.elapsed());
+    respond(rq, router::finish(&path, response));
+    drop(done);
+    let _ = outcome.send(Outcome::Answered);
+}
+
+pub fn log_error(route: &str, e: &ApiError) {
+    match (&e.more.log_detail, e.code) {
+        (Some(detail), Code::Internal) => log::error!("{route}: {detail}"),
+        (Some(detail), _) => log::warn!("{route}: {}: {detail}", e.code.as_str()),
+        (None, _) => log::debug!("{route}: {}", e.code.as_str()),
+    }
+}
+
+/// Longest request target or header value we accept (431 past it).
+const MAX_HEADER_VALUE: usize = 8 * 1024;
+
+const HEADERS: [&str; 11] = [
+    "host",
+    "cookie",
+    "authorization",
+    "content-type",
+    "origin",
+    "sec-fetch-site",
+    "x-csrf-token",
+    "x-forwarded-for",
+    "accept",
+    "user-agent",
+    "last-event-id",
+];
+
+/// Converts a tiny_http request and its body into ours.
+fn read_request(rq: &tiny_http::Request, body: Vec<u8>) -> Result<Request, ApiError> {
+    if rq.url().len() > MAX_HEADER_VALUE {
+        return Err(ApiError::new(Code::HeaderTooLarge).message("The request target is too long."));
+    }
+    let mut req = Request::new(Method::parse(rq.method().as_str()), rq.url());
+    req.peer = rq.remote_addr().copied();
+    // tiny_http_fork looks headers up by name only; these are all we ever read.
+    req.headers = HEADERS
+        .iter()
+        .filter_map(|name| {
+            let value = rq.headers().get(name)?;
+            Some((name.to_string(), value.as_ref().as_str().to_string()))
+        })
+        .collect();
+    if req.headers.iter().any(|(_, v)| v.len() > MAX_HEADER_VALUE) {
+        return Err(ApiError::new(Code::HeaderTooLarge));
+    }
+    req.body = body;
+    Ok(req)
+}
+
+pub fn respond(rq: tiny_http::Request, response: Response) {
+    let mut out = tiny_http::Response::from_data(response.body).with_status_code(response.status);
+    for (name, value) in &response.headers {
+        match tiny_http::Header::from_bytes(name.as_bytes(), value.as_bytes()) {
+            Ok(h) => out.add_header(h),
+            Err(_) => log::error!("dropped an invalid response header {name}"),
+        }
+    }
+    if let Err(e) = rq.respond(out) {
+        log::debug!("response not delivered: {e}");
+    }
+}
+
+/// Writes the event-stream head on the raw connection. The body is chunked, so that ending a
+/// stream (revocation, expiry, shutdown, a pipelined request) is seen by the client at once.
+fn start_stream(rq: tiny_http::Request, plan: StreamPlan) -> Outcome {
+    let http10 = rq.http_version() == &tiny_http::HTTPVersion(1, 0);
+    let mut writer = rq.into_writer();
+    let head = format!(
+        "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n\
+         X-Accel-Buffering: no\r\n{}\r\n",
+        if http10 {
+            "Connection: close\r\n"
+        } else {
+            "Transfer-Encoding: chunked\r\n"
+        }
+    );
+    if writer
+        .write_all(head.as_bytes())
+        .and_then(|()| writer.flush())
+        .is_err()
+    {
+        return Outcome::Close;
+    }
+    Outcome::Stream(Box::new(stream::Start {
+        plan,
+        writer,
+        chunked: !http10,
+    }))
+}

@@ -1,0 +1,85 @@
+//! Fair shares: how many connections or streams one client address holds, so that no single
+//! address takes more than its share of what this instance can hold. A `Ticket` is one unit held;
+//! dropping it gives the unit back.
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::sync::{Arc, Mutex};
+
+/// Counts per address against a fixed per-address limit.
+pub struct Shares {
+    limit: usize,
+    held: Mutex<HashMap<IpAddr, usize>>,
+}
+
+/// One unit held by an address.
+pub struct Ticket {
+    shares: Arc<Shares>,
+    ip: IpAddr,
+}
+
+impl Shares {
+    /// `fraction` of `capacity` per address (at least one).
+    pub fn new(capacity: usize, fraction: f64) -> Arc<Shares> {
+        let limit = ((capacity as f64 * fraction).floor() as usize).max(1);
+        Arc::new(Shares {
+            limit,
+            held: Mutex::new(HashMap::new()),
+        })
+    }
+
+    pub fn limit(&self) -> usize {
+        self.limit
+    }
+
+    /// Takes a unit for `ip`, unless it already holds its share.
+    pub fn take(self: &Arc<Self>, ip: IpAddr) -> Option<Ticket> {
+        let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        let n = held.entry(ip).or_insert(0);
+        if *n >= self.limit {
+            return None;
+        }
+        *n += 1;
+        Some(Ticket {
+            shares: self.clone(),
+            ip,
+        })
+    }
+
+    /// Units `ip` holds now.
+    pub fn held_by(&self, ip: IpAddr) -> usize {
+        let held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        held.get(&ip).copied().unwrap_or(0)
+    }
+}
+
+impl Drop for Ticket {
+    fn drop(&mut self) {
+        let mut held = self.shares.held.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(n) = held.get_mut(&self.ip) {
+            *n -= 1;
+            if *n == 0 {
+                held.remove(&self.ip);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_address_holds_at_most_its_share_and_gets_it_back() {
+        let shares = Shares::new(8, 0.25);
+        let a: IpAddr = "10.0.0.1".parse().unwrap();
+        let b: IpAddr = "10.0.0.2".parse().unwrap();
+        let t1 = shares.take(a).unwrap();
+        let _t2 = shares.take(a).unwrap();
+        assert!(shares.take(a).is_none());
+        assert!(shares.take(b).is_some(), "others are not affected");
+        drop(t1);
+        assert!(shares.take(a).is_some());
+        assert_eq!(Shares::new(2, 0.25).limit(), 1);
+    }
+}

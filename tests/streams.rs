@@ -1,0 +1,353 @@
+//! The stream engine's connection layer: slots freed when clients close or stall, one thread and
+//! one descriptor per stream, fair shares per client address, clean refusals at capacity, and
+//! nothing written after a stream's last chunk.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::{Duration, Instant};
+
+use common::sse::{self, Ev, Sse};
+use common::*;
+
+const T: Duration = Duration::from_secs(10);
+
+/// A signed-up user's session cookie and personal project.
+fn account(server: &TestServer) -> (String, i64) {
+    let mut client = server.client();
+    let (_, state) = client.signup();
+    let org_id = state["organizations"][0]["id"].as_i64().unwrap();
+    let project_id: i64 = db()
+        .query_one("SELECT id FROM projects WHERE org_id = $1", &[&org_id])
+        .unwrap()
+        .get(0);
+    let cookie = format!("svc_session={}", client.cookies["svc_session"]);
+    (cookie, project_id)
+}
+
+fn open(server: &TestServer, cookie: &str) -> Sse {
+    let mut s = sse::open(server.addr, &[("Cookie", cookie)]);
+    assert_eq!(s.status, 200, "{}", String::from_utf8_lossy(&s.body));
+    assert_eq!(s.next(T), Ev::Ready);
+    s
+}
+
+/// A client socket bound to a loopback address of its own (each is a distinct client address).
+fn connect_from(local: &str, server: SocketAddr) -> TcpStream {
+    let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    let from: SocketAddr = format!("{local}:0").parse().unwrap();
+    socket.bind(&from.into()).unwrap();
+    socket.connect(&server.into()).unwrap();
+    socket.into()
+}
+
+/// Resets a connection instead of closing it politely.
+fn reset(s: TcpStream) {
+    socket2::SockRef::from(&s)
+        .set_linger(Some(Duration::ZERO))
+        .unwrap();
+}
+
+/// Opens streams until one is accepted; how long that took.
+fn time_until_open(server: &TestServer, cookie: &str) -> Duration {
+    let t = Instant::now();
+    loop {
+        let s = sse::open(server.addr, &[("Cookie", cookie)]);
+        if s.status == 200 {
+            return t.elapsed();
+        }
+        assert_eq!(s.status, 429, "{}", String::from_utf8_lossy(&s.body));
+        assert!(t.elapsed() < T, "the slot never came back");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn a_closed_stream_frees_its_slot_within_a_second_without_a_write() {
+    // A long ping interval: no write can reveal the close.
+    let server = TestServer::with(&[("CONSOLED_PING_SECONDS", "600")]);
+    let (cookie, _) = account(&server);
+    let mut open: Vec<Sse> = (0..10).map(|_| open(&server, &cookie)).collect();
+    // Client FIN.
+    drop(open.pop());
+    let waited = time_until_open(&server, &cookie);
+    assert!(waited < Duration::from_secs(1), "FIN: {waited:?}");
+    // Client reset.
+    reset(open.pop().unwrap().stream);
+    let waited = time_until_open(&server, &cookie);
+    assert!(waited < Duration::from_secs(1), "RST: {waited:?}");
+    // All ten closed, ten new ones a moment later: none refused.
+    open.clear();
+    std::thread::sleep(Duration::from_millis(300));
+    let s = sse::open(server.addr, &[("Cookie", &cookie)]);
+    drop(s);
+}
+
+#[test]
+fn ten_streams_closed_and_reopened_a_second_later_are_all_accepted() {
+    let server = TestServer::with(&[("CONSOLED_PING_SECONDS", "600")]);
+    let (cookie, _) = account(&server);
+    let first: Vec<Sse> = (0..10).map(|_| open(&server, &cookie)).collect();
+    drop(first);
+    std::thread::sleep(Duration::from_secs(1));
+    let statuses: Vec<u16> = (0..10)
+        .map(|_| sse::open(server.addr, &[("Cookie", &cookie)]).status)
+        .collect();
+    assert_eq!(statuses, [200; 10]);
+}
+
+#[test]
+fn a_client_that_stops_reading_is_ended_after_the_stall_time() {
+    let server = TestServer::with(&[
+        ("CONSOLED_STREAM_STALL_SECONDS", "1"),
+        ("CONSOLED_MAX_STREAMS_PER_PRINCIPAL", "1"),
+    ]);
+    let (cookie, project) = account(&server);
+    // A tiny receive buffer: the client's window closes after a few events.
+    let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    socket.connect(&server.addr.into()).unwrap();
+    let mut stalled = sse::open_on(socket.into(), server.addr, &[("Cookie", &cookie)]);
+    assert_eq!(stalled.next(T), Ev::Ready);
+    // Enough changes to fill both buffers many times over; the client reads none of them.
+    db().execute(
+        "SELECT consoled_notify_change('server', g, 'update', $1, NULL)
+           FROM generate_series(1, 20000) g",
+        &[&project],
+    )
+    .unwrap();
+    let waited = time_until_open(&server, &cookie);
+    assert!(waited < Duration::from_secs(8), "{waited:?}");
+    let metrics = server.client().get("/metrics");
+    let text = String::from_utf8_lossy(&metrics.body).to_string();
+    assert!(
+        text.contains("consoled_streams_ended_total{reason=\"stalled\"} 1"),
+        "{text}"
+    );
+}
+
+fn count(dir: &str) -> usize {
+    std::fs::read_dir(dir).unwrap().count()
+}
+
+/// Opens a stream on a raw socket and waits for `ready` (no reader thread on our side).
+fn raw_stream(addr: SocketAddr, cookie: &str) -> TcpStream {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(T)).unwrap();
+    let req = format!("GET /v1/events HTTP/1.1\r\nHost: x\r\nCookie: {cookie}\r\n\r\n");
+    s.write_all(req.as_bytes()).unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 512];
+    while !String::from_utf8_lossy(&got).contains("event: ready") {
+        let n = s.read(&mut buf).unwrap();
+        assert!(n > 0, "closed: {}", String::from_utf8_lossy(&got));
+        got.extend_from_slice(&buf[..n]);
+    }
+    s
+}
+
+#[test]
+fn each_stream_holds_one_thread_and_one_descriptor() {
+    let server = TestServer::start();
+    let cookies: Vec<String> = (0..3).map(|_| account(&server).0).collect();
+    // Settle: connections of the sign-ups are gone.
+    std::thread::sleep(Duration::from_millis(300));
+    let (threads, fds) = (count("/proc/self/task"), count("/proc/self/fd"));
+    let streams: Vec<TcpStream> = (0..24)
+        .map(|i| raw_stream(server.addr, &cookies[i % 3]))
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    let (threads2, fds2) = (count("/proc/self/task"), count("/proc/self/fd"));
+    assert_eq!(threads2 - threads, 24, "one server thread per stream");
+    // Our 24 client sockets plus one server descriptor per stream.
+    assert_eq!(fds2 - fds, 48, "one server descriptor per stream");
+    drop(streams);
+}
+
+#[test]
+fn a_reused_client_port_is_not_held_behind_a_dead_stream() {
+    let server = TestServer::with(&[("CONSOLED_PING_SECONDS", "600")]);
+    let (cookie, _) = account(&server);
+    let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    socket.set_reuse_address(true).unwrap();
+    socket
+        .bind(&"127.0.0.1:0".parse::<SocketAddr>().unwrap().into())
+        .unwrap();
+    let local = socket.local_addr().unwrap();
+    socket.connect(&server.addr.into()).unwrap();
+    let mut s = sse::open_on(socket.into(), server.addr, &[("Cookie", &cookie)]);
+    assert_eq!(s.next(T), Ev::Ready);
+    reset(s.stream);
+    // The same client address and port again, at once.
+    let again = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    again.set_reuse_address(true).unwrap();
+    again.bind(&local).unwrap();
+    again.connect(&server.addr.into()).unwrap();
+    let mut again: TcpStream = again.into();
+    again
+        .set_read_timeout(Some(Duration::from_secs(3)))
+        .unwrap();
+    let t = Instant::now();
+    again
+        .write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let mut out = String::new();
+    let _ = again.read_to_string(&mut out);
+    assert!(out.starts_with("HTTP/1.1 200"), "{out:?}");
+    assert!(t.elapsed() < Duration::from_secs(1), "{:?}", t.elapsed());
+}
+
+#[test]
+fn a_stream_revoked_after_the_read_timeout_gets_nothing_after_its_last_chunk() {
+    let server = TestServer::with(&[("CONSOLED_READ_TIMEOUT_SECONDS", "0.5")]);
+    let mut client = server.client();
+    client.signup();
+    let cookie = format!("svc_session={}", client.cookies["svc_session"]);
+    let mut s = open(&server, &cookie);
+    std::thread::sleep(Duration::from_millis(1500));
+    client.post_empty("/auth/logout").expect(204);
+    assert!(s.wait_end(T).is_some());
+    let rest = s.rest(Duration::from_secs(2));
+    assert_eq!(rest, "", "bytes after the last chunk: {rest:?}");
+}
+
+#[test]
+fn one_address_holds_at_most_its_share_of_connections() {
+    let server = TestServer::with(&[
+        ("CONSOLED_MAX_CONNECTIONS", "40"),
+        ("CONSOLED_CLIENT_SHARE", "0.25"),
+    ]);
+    let held: Vec<TcpStream> = (0..10)
+        .map(|_| connect_from("127.0.0.2", server.addr))
+        .collect();
+    let deadline = Instant::now() + T;
+    while server.service.as_ref().unwrap().server.connections() < 10 {
+        assert!(Instant::now() < deadline);
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let mut extra = connect_from("127.0.0.2", server.addr);
+    extra.set_read_timeout(Some(T)).unwrap();
+    let mut out = String::new();
+    let _ = extra.read_to_string(&mut out);
+    assert!(out.starts_with("HTTP/1.1 429"), "{out:?}");
+    assert!(out.contains("Retry-After: "), "{out:?}");
+    assert!(out.contains("\"rate_limited\""), "{out:?}");
+    // Another address is served.
+    let mut other = connect_from("127.0.0.3", server.addr);
+    other.set_read_timeout(Some(T)).unwrap();
+    other
+        .write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let mut out = String::new();
+    let _ = other.read_to_string(&mut out);
+    assert!(out.starts_with("HTTP/1.1 200"), "{out:?}");
+    drop(held);
+}
+
+#[test]
+fn one_address_holds_at_most_its_share_of_streams() {
+    let server = TestServer::with(&[
+        ("CONSOLED_MAX_STREAMS", "8"),
+        ("CONSOLED_CLIENT_SHARE", "0.25"),
+    ]);
+    let (cookie, _) = account(&server);
+    let (cookie2, _) = account(&server);
+    // Through the trusted proxy (127.0.0.1), each stream names its client.
+    let from = |ip: &str, cookie: &str| {
+        sse::open(server.addr, &[("Cookie", cookie), ("X-Forwarded-For", ip)])
+    };
+    let _a1 = from("10.9.9.9", &cookie);
+    let _a2 = from("10.9.9.9", &cookie2);
+    let third = from("10.9.9.9", &cookie);
+    assert_eq!(third.status, 429);
+    assert_eq!(third.json()["error"]["code"], "rate_limited");
+    assert!(third.header("retry-after").is_some());
+    assert_eq!(from("10.9.9.8", &cookie).status, 200);
+}
+
+#[test]
+fn past_capacity_a_connection_gets_a_json_503_with_retry_after() {
+    let server = TestServer::with(&[("CONSOLED_MAX_CONNECTIONS", "5")]);
+    let held: Vec<TcpStream> = (0..5)
+        .map(|_| TcpStream::connect(server.addr).unwrap())
+        .collect();
+    let deadline = Instant::now() + T;
+    while server.service.as_ref().unwrap().server.connections() < 5 {
+        assert!(Instant::now() < deadline);
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let mut s = TcpStream::connect(server.addr).unwrap();
+    s.set_read_timeout(Some(T)).unwrap();
+    let mut out = String::new();
+    let _ = s.read_to_string(&mut out);
+    assert!(out.starts_with("HTTP/1.1 503"), "{out:?}");
+    assert!(out.contains("Retry-After: 5"), "{out:?}");
+    assert!(out.contains("\"unavailable\""), "{out:?}");
+    drop(held);
+    let deadline = Instant::now() + T;
+    while server.service.as_ref().unwrap().server.connections() > 0 {
+        assert!(Instant::now() < deadline);
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    server.client().get("/healthz").expect(200);
+}
+
+mod leases {
+    use super::*;
+    use consoled::db::leases::{self, Holder};
+
+    fn user(server: &TestServer) -> i64 {
+        let (_, state) = server.client().signup();
+        state["user"]["id"].as_i64().unwrap()
+    }
+
+    fn acquire(c: &mut postgres::Client, instance: &str, holder: Holder) -> i64 {
+        let mut tx = c.transaction().unwrap();
+        let id = leases::acquire(&mut tx, instance, holder, 10)
+            .unwrap()
+            .unwrap();
+        tx.commit().unwrap();
+        id
+    }
+
+    fn exists(c: &mut postgres::Client, id: i64) -> bool {
+        c.query_opt(
+            "SELECT 1 FROM stream_leases WHERE id = $1 AND expires_at > now()",
+            &[&id],
+        )
+        .unwrap()
+        .is_some()
+    }
+
+    #[test]
+    fn a_lease_taken_after_the_keeper_read_its_live_set_survives_the_heartbeat() {
+        let server = TestServer::start();
+        let holder = Holder::User(user(&server));
+        let mut c = db();
+        let instance = unique();
+        let early = acquire(&mut c, &instance, holder);
+        let snapshot = vec![(early, holder)];
+        let late = acquire(&mut c, &instance, holder);
+        leases::heartbeat(&mut c, &instance, &snapshot).unwrap();
+        assert!(exists(&mut c, early));
+        assert!(exists(&mut c, late), "a running stream's lease was deleted");
+    }
+
+    #[test]
+    fn a_lease_deleted_while_its_instance_was_cut_off_is_recreated() {
+        let server = TestServer::start();
+        let holder = Holder::User(user(&server));
+        let mut c = db();
+        let instance = unique();
+        let id = acquire(&mut c, &instance, holder);
+        // Another instance's cleanup took it for expired.
+        c.execute("DELETE FROM stream_leases WHERE id = $1", &[&id])
+            .unwrap();
+        leases::heartbeat(&mut c, &instance, &[(id, holder)]).unwrap();
+        assert!(
+            exists(&mut c, id),
+            "the live stream's lease is counted again"
+        );
+    }
+}
