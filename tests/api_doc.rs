@@ -188,7 +188,9 @@ fn every_change_type_cookie_and_event_is_described() {
 fn every_setting_named_exists_and_the_settings_table_is_real() {
     let mut known: BTreeSet<String> = CONFIG_RS
         .split('"')
-        .filter(|s| s.starts_with("CONSOLED_") && !s.contains(' '))
+        .filter(|s| {
+            s.starts_with("CONSOLED_") && s.bytes().all(|b| b.is_ascii_uppercase() || b == b'_')
+        })
         .map(str::to_string)
         .collect();
     // The provider settings are composed: `CONSOLED_{GITHUB,GOOGLE}_<suffix>`.
@@ -224,5 +226,21 @@ fn the_repository_refers_to_nothing_outside_it() {
         for needle in ["../shared", "shared/spec", "shared/notes", "DECISIONS.md"] {
             assert!(!text.contains(needle), "{name} refers to {needle}");
         }
+    }
+}
+
+#[test]
+fn the_readme_configuration_table_lists_every_setting() {
+    let readme = include_str!("../README.md");
+    let table = &readme[readme.find("## Configuration").unwrap()..];
+    let table = &table[..table.find("\n## ").unwrap()];
+    let code = &CONFIG_RS[..CONFIG_RS.find("#[cfg(test)]").unwrap_or(CONFIG_RS.len())];
+    for var in code.split('"').filter(|s| {
+        s.starts_with("CONSOLED_") && s.bytes().all(|b| b.is_ascii_uppercase() || b == b'_')
+    }) {
+        assert!(
+            table.contains(&format!("`{var}`")),
+            "{var} missing from README's Configuration"
+        );
     }
 }

@@ -80,3 +80,63 @@ fn the_readme_curl_session_runs_as_written() {
     assert!(ready < arrived, "{stdout}");
     assert!(stdout.contains("retry: 3000\nevent: ready"), "{stdout}");
 }
+
+/// `make run PORT=8081` sets the listen address and the public URL (the Origin check, the
+/// OAuth redirect, and the mail links, which follow the base URL) together; without SMTP the
+/// mailed links are logged, with SMTP they are not. Read from `make -n` (nothing runs).
+#[test]
+fn make_run_takes_the_port_in_one_place() {
+    let dry_run = |extra: &[(&str, &str)]| {
+        let mut make = Command::new("make");
+        make.args(["-n", "run", "PORT=8081"])
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .env_remove("CONSOLED_LISTEN")
+            .env_remove("CONSOLED_BASE_URL")
+            .env_remove("CONSOLED_CONSOLE_URL")
+            .env_remove("CONSOLED_SMTP_URL");
+        for (k, v) in extra {
+            make.env(k, v);
+        }
+        let out = make.output().expect("run make -n");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let script = String::from_utf8_lossy(&out.stdout).into_owned();
+        // The recipe as the shell would run it, with the variables it sets printed instead of
+        // starting the server.
+        let script = script.replace(
+            "exec target/release/consoled serve",
+            "env | grep -E '^CONSOLED_(LISTEN|BASE_URL|CONSOLE_URL|MAIL_LOG_LINKS)=' | sort",
+        );
+        let script = script
+            .lines()
+            .filter(|l| !l.contains("cargo build"))
+            .collect::<Vec<_>>()
+            .join("\n");
+        let out = Command::new("bash")
+            .args(["-c", &script])
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .env("DATABASE_URL", "postgres://nobody@127.0.0.1:1/none")
+            .env_remove("CONSOLED_SMTP_URL")
+            .envs(extra.iter().copied())
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let env = dry_run(&[]);
+    assert!(env.contains("CONSOLED_LISTEN=127.0.0.1:8081\n"), "{env}");
+    assert!(
+        env.contains("CONSOLED_BASE_URL=http://127.0.0.1:8081\n"),
+        "{env}"
+    );
+    assert!(env.contains("CONSOLED_MAIL_LOG_LINKS=true\n"), "{env}");
+    // The console URL (the mail links) defaults to the base URL inside the service.
+    assert!(!env.contains("CONSOLED_CONSOLE_URL="), "{env}");
+    assert!(env.contains("consoled: http://127.0.0.1:8081/"), "{env}");
+
+    let env = dry_run(&[("CONSOLED_SMTP_URL", "smtp://user:hunter2@127.0.0.1:2525")]);
+    assert!(env.contains("CONSOLED_MAIL_LOG_LINKS=false\n"), "{env}");
+    assert!(!env.contains("hunter2"), "{env}");
+}

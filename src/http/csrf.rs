@@ -1,4 +1,4 @@
-//! The CSRF rule of DECISIONS §2: every POST under /auth carries `X-CSRF-Token` equal to the
+//! The CSRF rule (docs/API.md, "Authentication and CSRF"): every POST under /auth carries `X-CSRF-Token` equal to the
 //! `svc_csrf` cookie, and comes from our own origin.
 
 use super::Request;
