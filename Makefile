@@ -11,10 +11,19 @@ TEST_PG_PORT ?= 55433
 build:
 	$(CARGO) build --release --locked
 
+# PORT is the one place for the port: listen address, public URL (Origin check, OAuth redirect)
+# and the links in mails all follow it. Without SMTP, each mailed link is also logged.
+PORT ?= 8080
+
 run: build
 	@url="$${DATABASE_URL:-$$(scripts/pg.sh start dev $(DEV_PG_PORT))}"; \
-	echo "consoled: database $${url%%\?*}; mail goes to ./mail"; \
-	DATABASE_URL="$$url" CONSOLED_COOKIE_SECURE=$${CONSOLED_COOKIE_SECURE:-false} \
+	base="$${CONSOLED_BASE_URL:-http://127.0.0.1:$(PORT)}"; \
+	if [ -z "$${CONSOLED_SMTP_URL:-}" ]; then links=true; where="./mail, links also in this log"; \
+	else links=false; where="CONSOLED_SMTP_URL"; fi; \
+	echo "consoled: $$base/ (database $${url%%\?*}; mail goes to $$where)"; \
+	DATABASE_URL="$$url" CONSOLED_LISTEN="$${CONSOLED_LISTEN:-127.0.0.1:$(PORT)}" \
+	CONSOLED_BASE_URL="$$base" CONSOLED_MAIL_LOG_LINKS=$$links \
+	CONSOLED_COOKIE_SECURE=$${CONSOLED_COOKIE_SECURE:-false} \
 	CONSOLED_DEMO=$${CONSOLED_DEMO:-true} exec target/release/consoled serve
 
 # Everything: formatting, lints, unit and integration tests against a real PostgreSQL.

@@ -1,5 +1,8 @@
 //! Command line: `serve` (default), `migrate`, `project create`, `token create|revoke`, `emit`.
-//! Every command reads DATABASE_URL and prints JSON on stdout.
+//! Every command reads DATABASE_URL and prints JSON on stdout. The arguments are checked (and
+//! `--help` answered) before the configuration is read, so a typo never waits on a database.
+
+mod commands;
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -9,52 +12,152 @@ use serde_json::{json, Value};
 use crate::config::Config;
 use crate::db::{self, orgs, tokens};
 
-pub const USAGE: &str = "usage:
-  consoled [serve]
-  consoled migrate
-  consoled project create --org ID --name NAME
-  consoled token create --project ID [--name NAME]
-  consoled token revoke --id ID
-  consoled emit --type T --id N --op insert|update|delete [--project P] [--org O]";
+pub use commands::{Command, CHANGE_OPS, CHANGE_TYPES, COMMANDS};
 
-/// A command other than `serve`; `Ok(json)` is printed by main.
-pub fn run(config: &Config, args: &[String]) -> Result<Value, String> {
+/// What the arguments ask for.
+pub enum Invocation {
+    /// Print this on stdout and exit 0.
+    Help(String),
+    Serve,
+    Run(&'static Command, HashMap<String, String>),
+}
+
+/// Reads the arguments (without the program name). Errors name the fix.
+pub fn parse(args: &[String]) -> Result<Invocation, String> {
     let words: Vec<&str> = args
         .iter()
         .map(String::as_str)
-        .take_while(|a| !a.starts_with("--"))
+        .take_while(|a| !a.starts_with('-'))
         .collect();
-    let flags = parse_flags(&args[words.len()..])?;
+    let rest = &args[words.len()..];
+    let wants_help = rest.iter().any(|a| a == "--help" || a == "-h");
     match words.as_slice() {
+        [] if wants_help => return Ok(Invocation::Help(commands::overview())),
+        ["help"] => return Ok(Invocation::Help(commands::overview())),
+        ["help", topic @ ..] => {
+            return commands::find(topic)
+                .map(|c| Invocation::Help(commands::help(c)))
+                .ok_or_else(|| unknown_command(topic));
+        }
+        _ => {}
+    }
+    let words = if words.is_empty() {
+        vec!["serve"]
+    } else {
+        words
+    };
+    let command = commands::find(&words).ok_or_else(|| unknown_command(&words))?;
+    if wants_help {
+        return Ok(Invocation::Help(commands::help(command)));
+    }
+    let flags = parse_flags(command, rest)?;
+    if command.words == ["serve"] {
+        return Ok(Invocation::Serve);
+    }
+    if command.words == ["emit"] {
+        check_emit(&flags)?;
+    }
+    Ok(Invocation::Run(command, flags))
+}
+
+fn unknown_command(words: &[&str]) -> String {
+    let known: Vec<&str> = COMMANDS.iter().map(|c| c.synopsis).collect();
+    format!(
+        "unknown command {:?}; usage:\n  {}\n(consoled --help describes each)",
+        words.join(" "),
+        known.join("\n  ")
+    )
+}
+
+/// Runs a parsed command; `Ok(json)` is printed by main.
+pub fn run(
+    config: &Config,
+    command: &Command,
+    flags: &HashMap<String, String>,
+) -> Result<Value, String> {
+    match command.words {
         ["migrate"] => {
             let applied = crate::migrate(config, Duration::from_secs(30))?;
             Ok(json!({ "applied": applied }))
         }
-        ["project", "create"] => project_create(config, &flags),
-        ["token", "create"] => token_create(config, &flags),
-        ["token", "revoke"] => token_revoke(config, &flags),
-        ["emit"] => emit(config, &flags),
-        _ => Err(USAGE.to_string()),
+        ["project", "create"] => project_create(config, flags),
+        ["token", "create"] => token_create(config, flags),
+        ["token", "revoke"] => token_revoke(config, flags),
+        ["emit"] => emit(config, flags),
+        _ => Err(unknown_command(command.words)),
     }
 }
 
-fn parse_flags(args: &[String]) -> Result<HashMap<String, String>, String> {
+/// `--name VALUE` pairs: only the command's own options, each once, the required ones present.
+fn parse_flags(command: &Command, args: &[String]) -> Result<HashMap<String, String>, String> {
+    let synopsis = command.synopsis;
     let mut flags = HashMap::new();
     let mut it = args.iter();
     while let Some(flag) = it.next() {
         let name = flag
             .strip_prefix("--")
-            .ok_or_else(|| format!("unexpected argument {flag:?}\n{USAGE}"))?;
-        let value = it.next().ok_or_else(|| format!("--{name} needs a value"))?;
-        flags.insert(name.to_string(), value.clone());
+            .ok_or_else(|| format!("unexpected argument {flag:?}; usage: {synopsis}"))?;
+        if !command.options.iter().any(|o| o.0 == name) {
+            let known: Vec<String> = command
+                .options
+                .iter()
+                .map(|o| format!("--{}", o.0))
+                .collect();
+            let known = if known.is_empty() {
+                "none".to_string()
+            } else {
+                known.join(", ")
+            };
+            return Err(format!(
+                "unknown option --{name} for `{}`; its options: {known}; usage: {synopsis}",
+                command.words.join(" ")
+            ));
+        }
+        let value = it
+            .next()
+            .ok_or_else(|| format!("--{name} needs a value; usage: {synopsis}"))?;
+        if flags.insert(name.to_string(), value.clone()).is_some() {
+            return Err(format!("--{name} is given twice"));
+        }
+    }
+    for (name, required, _) in command.options {
+        if *required && !flags.contains_key(*name) {
+            return Err(format!("--{name} is required; usage: {synopsis}"));
+        }
     }
     Ok(flags)
+}
+
+/// The type and op of `emit`, checked before any database work, with the allowed values.
+fn check_emit(flags: &HashMap<String, String>) -> Result<(), String> {
+    let kind = flags.get("type").map_or("", String::as_str);
+    if !CHANGE_TYPES.contains(&kind) {
+        let hint = CHANGE_TYPES
+            .iter()
+            .find(|t| !kind.is_empty() && t.starts_with(kind))
+            .map_or(String::new(), |t| format!(" (did you mean {t}?)"));
+        return Err(format!(
+            "unknown type {kind:?}{hint}; --type is one of: {}",
+            CHANGE_TYPES.join(", ")
+        ));
+    }
+    let op = flags.get("op").map_or("", String::as_str);
+    if !CHANGE_OPS.contains(&op) {
+        return Err(format!(
+            "unknown op {op:?}; --op is one of: {}",
+            CHANGE_OPS.join(", ")
+        ));
+    }
+    id_flag(flags, "id")?;
+    opt_id_flag(flags, "project")?;
+    opt_id_flag(flags, "org")?;
+    Ok(())
 }
 
 fn id_flag(flags: &HashMap<String, String>, name: &str) -> Result<i64, String> {
     flags
         .get(name)
-        .ok_or_else(|| format!("--{name} is required\n{USAGE}"))?
+        .ok_or_else(|| format!("--{name} is required"))?
         .parse()
         .map_err(|_| format!("--{name} must be a number"))
 }

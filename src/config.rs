@@ -46,6 +46,9 @@ pub struct Config {
     pub mail_retry: Duration,
     /// Whether this instance runs a mail sender (any number of instances may).
     pub mail_sender: bool,
+    /// Local development only (`make run`): log each mailed link, token included. Refused with
+    /// SMTP, where a logged link would hand a secret to whoever reads the logs.
+    pub mail_log_links: bool,
     pub github: Option<ProviderConfig>,
     pub google: Option<ProviderConfig>,
     /// Limit for each call to an identity provider (connect, send, answer).
@@ -188,6 +191,7 @@ impl Config {
                 .into(),
             mail_retry: env.seconds("CONSOLED_MAIL_RETRY_SECONDS", 1.0, 0.01..=300.0)?,
             mail_sender: env.bool("CONSOLED_MAIL_SENDER", true)?,
+            mail_log_links: env.bool("CONSOLED_MAIL_LOG_LINKS", false)?,
             github: provider(&env, "GITHUB", GITHUB_DEFAULTS),
             google: provider(&env, "GOOGLE", GOOGLE_DEFAULTS),
             oauth_timeout: env.seconds("CONSOLED_OAUTH_TIMEOUT_SECONDS", 5.0, 0.01..=300.0)?,
@@ -241,6 +245,13 @@ impl Config {
         }
         if self.ping_interval < Duration::from_millis(10) {
             return Err(ConfigError("CONSOLED_PING_SECONDS is too small".into()));
+        }
+        if self.mail_log_links && self.smtp_url.is_some() {
+            return Err(ConfigError(
+                "CONSOLED_MAIL_LOG_LINKS is for mail written to files (local development): \
+                 with CONSOLED_SMTP_URL set, mailed links carry live tokens and are never logged"
+                    .into(),
+            ));
         }
         if self.session_idle.is_zero() || self.session_max.is_zero() {
             return Err(ConfigError("session lifetimes must be positive".into()));
@@ -389,6 +400,17 @@ mod tests {
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect()
+    }
+
+    #[test]
+    fn mailed_links_are_never_logged_with_smtp() {
+        let db = ("DATABASE_URL", "postgres://a@b/c");
+        let on = ("CONSOLED_MAIL_LOG_LINKS", "true");
+        assert!(Config::from_vars(vars(&[db, on])).unwrap().mail_log_links);
+        let smtp = ("CONSOLED_SMTP_URL", "smtp://127.0.0.1:2525");
+        let err = Config::from_vars(vars(&[db, on, smtp])).unwrap_err();
+        assert!(err.0.contains("CONSOLED_MAIL_LOG_LINKS"), "{err}");
+        assert!(!Config::from_vars(vars(&[db, smtp])).unwrap().mail_log_links);
     }
 
     #[test]

@@ -1,6 +1,8 @@
 //! The demo page at `GET /` (only with `CONSOLED_DEMO=true`): one static HTML file showing the
 //! flow a console front end implements (CSRF cookie and header, signup, login, second factor,
-//! session, and an `EventSource` on `/v1/events`).
+//! session, and an `EventSource` on `/v1/events`). The same page answers `/verify-email` and
+//! `/reset-password`, where the mails link to, and there finishes verification or sets a new
+//! password with the link's token.
 //!
 //! Its one inline `<script>` and one inline `<style>` carry a fresh random nonce per response, and
 //! the Content-Security-Policy allows nothing else: no other script or style, no inline event

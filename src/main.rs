@@ -4,22 +4,20 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use consoled::cli::Invocation;
 use consoled::config::Config;
 
 fn main() {
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info")).init();
     let args: Vec<String> = std::env::args().skip(1).collect();
-    if matches!(
-        args.first().map(String::as_str),
-        Some("-h" | "--help" | "help")
-    ) {
-        println!("{}", consoled::cli::USAGE);
+    let invocation = consoled::cli::parse(&args).unwrap_or_else(|e| fail(&e));
+    if let Invocation::Help(text) = invocation {
+        print!("{text}");
         return;
     }
     let config = Config::from_env().unwrap_or_else(|e| fail(&e.to_string()));
-    let serve = args.is_empty() || (args.len() == 1 && args[0] == "serve");
-    if !serve {
-        match consoled::cli::run(&config, &args) {
+    if let Invocation::Run(command, flags) = invocation {
+        match consoled::cli::run(&config, command, &flags) {
             Ok(out) => println!("{out}"),
             Err(e) => fail(&e),
         }

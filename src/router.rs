@@ -38,6 +38,10 @@ use Method::{Get, Post};
 
 pub static ROUTES: &[Route] = &[
     route(Get, "/", "demo", demo::index),
+    // Where the verification and reset mails link to (`{CONSOLED_CONSOLE_URL}/...`): the demo
+    // finishes what the mails start; a real console front end serves these paths itself.
+    route(Get, "/verify-email", "demo_verify_email", demo::index),
+    route(Get, "/reset-password", "demo_reset_password", demo::index),
     route(Get, "/auth/csrf", "csrf", auth::csrf::get),
     route(Get, "/auth/providers", "providers", auth::oauth::providers),
     route(

@@ -167,3 +167,160 @@ fn sigterm_stops_the_server_cleanly() {
     assert!(status.success(), "{status}");
     assert!(t.elapsed() < std::time::Duration::from_secs(10));
 }
+
+/// The binary with no DATABASE_URL and no RUST_LOG (the default log level).
+fn bare(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_consoled"))
+        .args(args)
+        .env_remove("DATABASE_URL")
+        .env_remove("RUST_LOG")
+        .output()
+        .expect("run consoled")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+#[test]
+fn commands_print_no_postgresql_notices_at_the_default_log_level() {
+    // The second run finds schema_migrations there already (`CREATE TABLE IF NOT EXISTS`).
+    for _ in 0..2 {
+        let out = Command::new(env!("CARGO_BIN_EXE_consoled"))
+            .arg("migrate")
+            .env("DATABASE_URL", database_url())
+            .env_remove("RUST_LOG")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        let err = text(&out.stderr);
+        assert!(!err.contains("NOTICE"), "{err}");
+        assert!(!err.contains("already exists"), "{err}");
+    }
+}
+
+/// The interface's list of change types.
+const TYPES: [&str; 22] = [
+    "server",
+    "volume",
+    "floating_ip",
+    "elastic_ip",
+    "primary_ip",
+    "network",
+    "nat_gateway",
+    "firewall",
+    "load_balancer",
+    "image",
+    "placement_group",
+    "ssh_key",
+    "action",
+    "stack",
+    "api_token",
+    "project",
+    "ticket",
+    "wallet",
+    "organization",
+    "membership",
+    "incident",
+    "user",
+];
+
+#[test]
+fn an_unknown_type_or_op_lists_the_allowed_values_before_touching_the_database() {
+    let out = bare(&["emit", "--type", "org", "--id", "1", "--op", "update"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert!(err.contains("unknown type \"org\""), "{err}");
+    for t in TYPES {
+        assert!(err.contains(t), "{t} missing from: {err}");
+    }
+    assert!(err.contains("did you mean organization"), "{err}");
+
+    let out = bare(&["emit", "--type", "server", "--id", "1", "--op", "upsert"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("unknown op \"upsert\"") && err.contains("insert, update, delete"),
+        "{err}"
+    );
+}
+
+#[test]
+fn every_type_is_accepted_by_emit() {
+    for t in TYPES {
+        let out = consoled(
+            &database_url(),
+            &["emit", "--type", t, "--id", "7", "--op", "insert"],
+        );
+        assert!(out.status.success(), "{t}: {}", text(&out.stderr));
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(v["type"], t);
+    }
+}
+
+#[test]
+fn a_misspelt_option_is_refused_not_ignored() {
+    let out = bare(&[
+        "emit", "--type", "server", "--id", "1", "--op", "update", "--projct", "3",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("--projct") && err.contains("--project"),
+        "{err}"
+    );
+    let out = bare(&["frobnicate"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("token create"),
+        "the commands are listed"
+    );
+}
+
+/// Each command with the options its help must describe.
+const COMMANDS: [(&[&str], &[&str]); 6] = [
+    (&["serve"], &[]),
+    (&["migrate"], &[]),
+    (&["project", "create"], &["--org", "--name"]),
+    (&["token", "create"], &["--project", "--name"]),
+    (&["token", "revoke"], &["--id"]),
+    (&["emit"], &["--type", "--id", "--op", "--project", "--org"]),
+];
+
+#[test]
+fn help_is_complete_and_needs_no_database() {
+    for flag in ["--help", "-h", "help"] {
+        let out = bare(&[flag]);
+        assert!(out.status.success(), "{flag}: {}", text(&out.stderr));
+        let help = text(&out.stdout);
+        for (words, options) in COMMANDS {
+            assert!(help.contains(&words.join(" ")), "{flag}: {words:?}");
+            for o in options {
+                assert!(help.contains(o), "{flag}: {o}");
+            }
+        }
+        assert!(
+            help.contains("DATABASE_URL") && help.contains("RUST_LOG"),
+            "{help}"
+        );
+    }
+    for (words, options) in COMMANDS {
+        let mut asked: Vec<&str> = words.to_vec();
+        asked.push("--help");
+        let mut topic = vec!["help"];
+        topic.extend_from_slice(words);
+        for args in [asked, topic] {
+            let out = bare(&args);
+            assert!(out.status.success(), "{args:?}: {}", text(&out.stderr));
+            let help = text(&out.stdout);
+            assert!(help.starts_with("usage: consoled "), "{args:?}: {help}");
+            for o in options {
+                assert!(help.contains(o), "{args:?}: {o} missing from {help}");
+            }
+        }
+    }
+    let emit = text(&bare(&["emit", "--help"]).stdout);
+    for t in TYPES.iter().chain(&["insert", "update", "delete"]) {
+        assert!(emit.contains(t), "{t}");
+    }
+}

@@ -46,3 +46,79 @@ fn the_demo_page_allows_only_its_own_inline_script_and_style() {
     assert_ne!(again, nonce, "a nonce is never reused");
     assert!(nonce.len() >= 22, "at least 128 bits: {nonce}");
 }
+
+#[test]
+fn the_mail_link_pages_are_the_demo_only_when_it_is_on() {
+    let off = TestServer::start();
+    for path in ["/verify-email?token=abc", "/reset-password?token=abc"] {
+        off.client().get(path).expect_error(404, "not_found");
+    }
+    let on = TestServer::with(&[("CONSOLED_DEMO", "true")]);
+    let mut client = on.client();
+    for path in ["/verify-email?token=abc", "/reset-password?token=abc"] {
+        let r = client.get(path);
+        r.expect(200);
+        assert_eq!(r.header("content-type"), Some("text/html; charset=utf-8"));
+        assert_eq!(r.header("referrer-policy"), Some("no-referrer"), "{path}");
+        let csp = r.header("content-security-policy").expect("a CSP");
+        assert!(!csp.contains("unsafe"), "{csp}");
+        let body = String::from_utf8(r.body.clone()).unwrap();
+        // The steps the mails lead to, and the calls that finish them.
+        for needle in [
+            "id=\"verify-submit\"",
+            "id=\"reset-form\"",
+            "id=\"forgot-form\"",
+            "\"/auth/verify-email\"",
+            "\"/auth/password/reset\"",
+            "\"/auth/password/forgot\"",
+        ] {
+            assert!(body.contains(needle), "{path}: {needle}");
+        }
+    }
+}
+
+/// `make run`'s mode: the binary logs each mailed link; the link opens the demo page, and the
+/// token in it is what the page posts to finish verification and set a new password.
+#[test]
+fn make_run_logs_mailed_links_that_open_the_demo_and_carry_working_tokens() {
+    let server = common::binary::Spawned::start(env!("CARGO_BIN_EXE_consoled"), &[]);
+    let mut client = common::Client::new(server.addr);
+    let (email, _) = client.signup();
+
+    let link = server.mailed_link(&email, "verify-email");
+    let path = link
+        .strip_prefix(&server.url)
+        .unwrap_or_else(|| panic!("{link} is on {}", server.url));
+    assert!(path.starts_with("/verify-email?token="), "{link}");
+    client.get(path).expect(200);
+    let token = path.split_once("token=").unwrap().1;
+    client
+        .post("/auth/verify-email", &serde_json::json!({ "token": token }))
+        .expect(204);
+    assert_eq!(
+        client.get("/auth/session").json()["user"]["email_verified"],
+        true
+    );
+
+    client
+        .post(
+            "/auth/password/forgot",
+            &serde_json::json!({ "email": email }),
+        )
+        .expect(204);
+    let link = server.mailed_link(&email, "reset-password");
+    let path = link.strip_prefix(&server.url).unwrap();
+    client.get(path).expect(200);
+    let token = path.split_once("token=").unwrap().1;
+    let new_password = "another long secret";
+    client
+        .post(
+            "/auth/password/reset",
+            &serde_json::json!({ "token": token, "password": new_password }),
+        )
+        .expect(204);
+    client.login(&email, new_password).expect(200);
+    // Never a password in the log, nor a session token.
+    let log = server.log().join("\n");
+    assert!(!log.contains(new_password) && !log.contains(common::PASSWORD));
+}

@@ -1,6 +1,8 @@
 //! The demo page in a real browser (Debian's headless chromium through chromedriver): sign up
 //! through the form, enable a second factor, log out, log in with the second factor, wait for
 //! the event stream's `ready`, emit a change with `consoled emit` and see it appear on the page.
+//! Then the mails' links, as `make run` logs them: the verification link confirms the address,
+//! the reset link (asked for on the login form) sets a new password that then signs in.
 //!
 //! Ignored by `make test` (it needs chromium and takes a few seconds): `make e2e` installs the
 //! browser when missing and runs `cargo test --test e2e -- --ignored`. The screenshot of the
@@ -164,6 +166,95 @@ fn the_demo_page_signs_in_with_a_second_factor_and_lists_changes_live() {
     let path = screenshot_path("demo.png");
     browser.screenshot(&path);
     eprintln!("e2e: screenshot in {}", path.display());
+}
+
+/// Runs `flow` in a fresh browser; on failure keeps a screenshot of the page at that moment.
+fn in_browser(shot: &str, flow: impl FnOnce(&Browser)) {
+    let browser = Browser::start();
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| flow(&browser)));
+    if let Err(panic) = outcome {
+        let path = screenshot_path("failure.png");
+        browser.screenshot(&path);
+        eprintln!("e2e: the page at the failure is in {}", path.display());
+        std::panic::resume_unwind(panic);
+    }
+    let path = screenshot_path(shot);
+    browser.screenshot(&path);
+    eprintln!("e2e: screenshot in {}", path.display());
+}
+
+#[test]
+#[ignore = "needs chromium and chromedriver; run by `make e2e`"]
+fn the_mailed_verify_and_reset_links_finish_in_the_demo() {
+    assert!(
+        webdriver::available(),
+        "chromium or chromedriver is missing: run scripts/e2e-deps.sh (as root) or `make e2e`"
+    );
+    // As `make run` starts it: mail to files, each mailed link in the log.
+    let server = common::binary::Spawned::start(BIN, &[]);
+    in_browser("links.png", |b| links_flow(&server, b));
+}
+
+fn links_flow(server: &common::binary::Spawned, b: &Browser) {
+    let email = common::unique_email();
+    b.goto(&format!("{}/", server.url));
+    b.wait("the signup form", STEP, |b| b.displayed("#signup-form"));
+    b.type_into("#signup-email", &email);
+    b.type_into("#signup-name", "Link User");
+    b.type_into("#signup-password", common::PASSWORD);
+    b.click("#signup-submit");
+    b.wait("the signed-in panel", STEP, |b| {
+        b.text("#who").contains(&email)
+    });
+    assert_eq!(b.text("#verified"), "no");
+
+    // The verification link, opened as from the mail: one click confirms the address.
+    b.goto(&server.mailed_link(&email, "verify-email"));
+    b.wait("the confirm button", STEP, |b| {
+        b.displayed("#verify-submit")
+    });
+    b.click("#verify-submit");
+    b.wait("the confirmation", STEP, |b| {
+        b.text("#notice").contains("confirmed") && b.text("#verified") == "yes"
+    });
+    assert_eq!(b.text("#message"), "");
+    assert!(!b.displayed("#verify"));
+
+    // Forgot password from the login form, then the reset link sets a new password.
+    b.click("#logout");
+    b.wait("the forgot-password form", STEP, |b| {
+        b.displayed("#forgot-form")
+    });
+    b.type_into("#forgot-email", &email);
+    b.click("#forgot-submit");
+    b.wait("the reset-mail notice", STEP, |b| {
+        b.text("#notice").contains("reset link")
+    });
+    b.goto(&server.mailed_link(&email, "reset-password"));
+    b.wait("the new-password form", STEP, |b| {
+        b.displayed("#reset-form")
+    });
+    let new_password = "a new long password";
+    b.type_into("#reset-password", new_password);
+    b.click("#reset-submit");
+    b.wait("the password-changed notice", STEP, |b| {
+        b.text("#notice").contains("password is changed") && b.displayed("#login-form")
+    });
+    assert_eq!(b.text("#message"), "");
+
+    // The old password is refused, the new one signs in.
+    b.type_into("#login-email", &email);
+    b.type_into("#login-password", common::PASSWORD);
+    b.click("#login-submit");
+    b.wait("the refusal of the old password", STEP, |b| {
+        b.text("#message").contains("invalid_credentials")
+    });
+    b.type_into("#login-email", &email);
+    b.type_into("#login-password", new_password);
+    b.click("#login-submit");
+    b.wait("the signed-in panel with the new password", STEP, |b| {
+        b.text("#who").contains(&email) && b.text("#verified") == "yes"
+    });
 }
 
 fn run_flow(server: &Server, b: &Browser) {

@@ -1,4 +1,4 @@
-//! `GET /auth/csrf`: sets the `svc_csrf` cookie when it is missing (DECISIONS §2).
+//! `GET /auth/csrf`: sets the `svc_csrf` cookie when it is missing (docs/API.md, "Authentication and CSRF").
 
 use crate::app::{App, Reply};
 use crate::crypto::new_token;

@@ -1,4 +1,4 @@
-//! The second factor (DECISIONS.md §4): `POST /auth/mfa/totp`, which completes a pending session,
+//! The second factor (docs/API.md): `POST /auth/mfa/totp`, which completes a pending session,
 //! and the enrolment additions `setup`, `enable`, `disable` and `recovery-codes`.
 //!
 //! Every accepted code is consumed inside the transaction that acts on it: a TOTP code by raising

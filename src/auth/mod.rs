@@ -74,7 +74,7 @@ pub fn clear_session_cookie(app: &App) -> String {
     session_cookie(app, "", 0)
 }
 
-/// The spec's Auth state.
+/// The Auth state (docs/API.md, "Bodies").
 pub fn auth_state(
     c: &mut impl GenericClient,
     user_id: i64,

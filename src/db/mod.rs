@@ -42,7 +42,11 @@ pub fn pg_config(config: &Config, application_name: &str) -> Result<PgConfig, St
         .keepalives_retries(3)
         .tcp_user_timeout(t + Duration::from_secs(2))
         // A statement that takes longer than this is a stalled database, not a slow query.
-        .options(&format!("-c statement_timeout={}", (t * 2).as_millis()));
+        // Notices (`relation ... already exists, skipping`) are noise for every caller here.
+        .options(&format!(
+            "-c statement_timeout={} -c client_min_messages=warning",
+            (t * 2).as_millis()
+        ));
     Ok(pg)
 }
 

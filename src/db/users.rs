@@ -1,4 +1,4 @@
-//! Table `users`: accounts and the User resource of the spec.
+//! Table `users`: accounts and the User resource (docs/API.md, "Bodies").
 
 use postgres::{GenericClient, Row};
 use serde_json::{json, Value};
@@ -34,7 +34,7 @@ impl User {
         }
     }
 
-    /// The spec's User resource.
+    /// The User resource of docs/API.md.
     pub fn to_json(&self) -> Value {
         json!({
             "id": self.id,

@@ -1,4 +1,4 @@
-//! The CSRF rule of DECISIONS §2: every POST under /auth carries `X-CSRF-Token` equal to the
+//! The CSRF rule (docs/API.md, "Authentication and CSRF"): every POST under /auth carries `X-CSRF-Token` equal to the
 //! `svc_csrf` cookie, and comes from our own origin.
 
 use super::Request;
@@ -24,7 +24,7 @@ pub fn check(req: &Request, origins: &[String]) -> Result<(), ApiError> {
     if let Some(origin) = req.header("origin") {
         let origin = origin.trim().to_ascii_lowercase();
         if !origins.contains(&origin) {
-            return Err(refuse("request from a foreign origin"));
+            return Err(foreign_origin(&origin, origins));
         }
     }
     let cookie = req.cookie(COOKIE).filter(|c| !c.is_empty());
@@ -35,6 +35,22 @@ pub fn check(req: &Request, origins: &[String]) -> Result<(), ApiError> {
         (_, None) => Err(refuse("no X-CSRF-Token header")),
         _ => Err(refuse("X-CSRF-Token does not match the svc_csrf cookie")),
     }
+}
+
+/// The refusal of a foreign `Origin` names what it saw, what it allows and the setting that
+/// decides: the usual cause is a service reached on another address than `CONSOLED_BASE_URL`
+/// (a changed port, say), not an attack.
+fn foreign_origin(origin: &str, origins: &[String]) -> ApiError {
+    // The origin is the client's own header: shown back, but bounded.
+    let seen: String = origin.chars().take(200).collect();
+    let mut allowed: Vec<&str> = origins.iter().map(String::as_str).collect();
+    allowed.dedup();
+    ApiError::new(Code::CsrfInvalid).message(format!(
+        "request from origin {seen}, but only {} may POST here: the origins of \
+         CONSOLED_BASE_URL and CONSOLED_CONSOLE_URL. If the service is reached at {seen}, set \
+         CONSOLED_BASE_URL (and CONSOLED_CONSOLE_URL for a separate front end) to it",
+        allowed.join(" and ")
+    ))
 }
 
 #[cfg(test)]
@@ -68,6 +84,19 @@ mod tests {
             ("sec-fetch-site", "same-origin"),
         ]);
         assert!(check(&r, &origins()).is_ok());
+    }
+
+    #[test]
+    fn a_foreign_origin_is_named_with_the_allowed_ones_and_the_setting() {
+        let r = post(&[
+            ("cookie", "svc_csrf=tok"),
+            ("x-csrf-token", "tok"),
+            ("origin", "http://127.0.0.1:8081"),
+        ]);
+        let message = check(&r, &origins()).unwrap_err().more.message;
+        assert!(message.contains("http://127.0.0.1:8081"), "{message}");
+        assert!(message.contains("http://127.0.0.1:8080"), "{message}");
+        assert!(message.contains("CONSOLED_BASE_URL"), "{message}");
     }
 
     #[test]

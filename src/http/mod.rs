@@ -10,7 +10,7 @@ use std::net::{IpAddr, SocketAddr};
 
 use crate::error::{ApiError, Code};
 
-/// Largest request body accepted (DECISIONS §1: 413 past 64 KiB).
+/// Largest request body accepted (413 past 64 KiB; docs/API.md, "Limits").
 pub const MAX_BODY: usize = 64 * 1024;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

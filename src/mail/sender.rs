@@ -159,6 +159,9 @@ fn attempt(
         }
         (None, _) => None,
     };
+    // Local development (`make run`): the link, token included, so that nobody decodes a
+    // quoted-printable `.eml` by eye. Config refuses this setting together with SMTP.
+    let dev_link = link.clone().filter(|_| app.config.mail_log_links);
     let Some(mail) = template(&due.kind, &app.config.console_url, link) else {
         // Perhaps a newer instance's kind: leave the row for it, with backoff.
         return Ok(Outcome::Failed(SendError::transient(format!(
@@ -169,6 +172,13 @@ fn attempt(
     match mailer.send(&due.recipient, &mail) {
         Ok(()) => {
             savepoint.commit()?;
+            if let Some(link) = dev_link {
+                log::info!(
+                    "mailed link (CONSOLED_MAIL_LOG_LINKS) kind={} to={}: {link}",
+                    due.kind,
+                    due.recipient
+                );
+            }
             Ok(Outcome::Sent)
         }
         Err(e) => Ok(Outcome::Failed(e)),

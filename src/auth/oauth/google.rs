@@ -1,7 +1,7 @@
 //! Google (OpenID Connect): the `id_token` of the token answer identifies the person.
 //!
 //! The token comes straight from Google's token endpoint over TLS, so its claims are checked
-//! without verifying the signature (OpenID Connect Core 3.1.3.7, DECISIONS §6): `iss`, `aud`,
+//! without verifying the signature (OpenID Connect Core 3.1.3.7; docs/API.md, "Decisions"): `iss`, `aud`,
 //! `exp` and `nonce`. The identity is `sub`; the address and its verification come from the
 //! claims, or from the userinfo endpoint when the token carries no address.
 

@@ -1,4 +1,4 @@
-//! Sign-in through external identity providers (DECISIONS §6): `GET /auth/providers`,
+//! Sign-in through external identity providers (docs/API.md): `GET /auth/providers`,
 //! `GET /auth/oauth/{provider}/start` and `GET /auth/oauth/{provider}/callback`.
 //!
 //! `start` stores a single-use attempt (state, PKCE verifier, Google nonce; 10 minutes) bound to

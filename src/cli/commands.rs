@@ -1,0 +1,211 @@
+//! What the command line offers: every command with its options and help text, and the values
+//! `emit` accepts. One table, so that parsing, validation and `--help` cannot disagree.
+
+/// One command: its words, its options (`--name VALUE`), and what it does.
+pub struct Command {
+    pub words: &'static [&'static str],
+    pub synopsis: &'static str,
+    pub about: &'static str,
+    /// (name without `--`, required, help).
+    pub options: &'static [(&'static str, bool, &'static str)],
+}
+
+/// The change types of `consoled_notify_change` (the interface's list; a test checks that the
+/// migration accepts exactly these).
+pub const CHANGE_TYPES: &[&str] = &[
+    "server",
+    "volume",
+    "floating_ip",
+    "elastic_ip",
+    "primary_ip",
+    "network",
+    "nat_gateway",
+    "firewall",
+    "load_balancer",
+    "image",
+    "placement_group",
+    "ssh_key",
+    "action",
+    "stack",
+    "api_token",
+    "project",
+    "ticket",
+    "wallet",
+    "organization",
+    "membership",
+    "incident",
+    "user",
+];
+
+pub const CHANGE_OPS: &[&str] = &["insert", "update", "delete"];
+
+pub const COMMANDS: &[Command] = &[
+    Command {
+        words: &["serve"],
+        synopsis: "consoled [serve]",
+        about: "Applies pending migrations, then serves HTTP on CONSOLED_LISTEN until SIGTERM or \
+                SIGINT (then it finishes the requests in hand, ends the event streams and exits \
+                0). The default command. Settings: the CONSOLED_* variables (README, \
+                \"Configuration\").",
+        options: &[],
+    },
+    Command {
+        words: &["migrate"],
+        synopsis: "consoled migrate",
+        about: "Applies pending migrations (numbered SQL files compiled into the binary) under a \
+                PostgreSQL advisory lock and prints {\"applied\": [versions]}.",
+        options: &[],
+    },
+    Command {
+        words: &["project", "create"],
+        synopsis: "consoled project create --org ID --name NAME",
+        about: "Creates a project in an organization and prints {\"id\", \"org_id\", \"name\"}.",
+        options: &[
+            (
+                "org",
+                true,
+                "the organization's id (GET /auth/session lists a user's organizations)",
+            ),
+            (
+                "name",
+                true,
+                "1 to 100 characters, unique within the organization",
+            ),
+        ],
+    },
+    Command {
+        words: &["token", "create"],
+        synopsis: "consoled token create --project ID [--name NAME]",
+        about: "Issues an API token for a project and prints {\"id\", \"project_id\", \"token\"}. \
+                The token is shown only now (only its hash is stored); send it as \
+                `Authorization: Bearer TOKEN` to GET /v1/events.",
+        options: &[
+            ("project", true, "the project's id"),
+            ("name", false, "a label for the token"),
+        ],
+    },
+    Command {
+        words: &["token", "revoke"],
+        synopsis: "consoled token revoke --id ID",
+        about: "Revokes an API token and prints {\"id\", \"revoked\": true}; the token's open \
+                event streams end at once.",
+        options: &[(
+            "id",
+            true,
+            "the token's id (the \"id\" printed by token create)",
+        )],
+    },
+    Command {
+        words: &["emit"],
+        synopsis: "consoled emit --type TYPE --id N --op OP [--project P] [--org O]",
+        about: "Announces a resource change through consoled_notify_change, as the console's \
+                other services do, and prints it. Every event stream that may see it gets a \
+                `change` event at once: token streams of project P, session streams of the \
+                members of P's organization or of O.",
+        options: &[
+            (
+                "type",
+                true,
+                "server, volume, floating_ip, elastic_ip, primary_ip, network, nat_gateway, \
+                 firewall, load_balancer, image, placement_group, ssh_key, action, stack, \
+                 api_token, project, ticket, wallet, organization, membership, incident or user",
+            ),
+            ("id", true, "the changed resource's id (a number)"),
+            ("op", true, "insert, update or delete"),
+            ("project", false, "the resource's project id"),
+            ("org", false, "the resource's organization id"),
+        ],
+    },
+];
+
+/// The overview of `consoled --help`.
+pub fn overview() -> String {
+    let mut out = String::from(
+        "consoled: account sessions and a change stream for a cloud console.\n\nusage:\n",
+    );
+    for c in COMMANDS {
+        let first = c
+            .about
+            .split(". ")
+            .next()
+            .unwrap_or(c.about)
+            .trim_end_matches('.');
+        out.push_str(&format!("  {}\n      {}.\n", c.synopsis, wrap(first, 6)));
+    }
+    out.push_str(
+        "  consoled help [COMMAND]    (or COMMAND --help) what a command does and its options\n\n\
+         Every command reads DATABASE_URL (a PostgreSQL URL; `make run` starts a database and \
+         prints it)\nand applies pending migrations first. Commands other than serve print one \
+         JSON object on stdout;\non failure every command prints `consoled: REASON` on stderr \
+         and exits 1. RUST_LOG sets the log\nfilter (default: info; logs go to stderr).\n",
+    );
+    out
+}
+
+/// The help of one command.
+pub fn help(c: &Command) -> String {
+    let mut out = format!("usage: {}\n\n{}\n", c.synopsis, wrap(c.about, 0));
+    if !c.options.is_empty() {
+        out.push_str("\noptions:\n");
+        for (name, required, help) in c.options {
+            let need = if *required { "required" } else { "optional" };
+            out.push_str(&format!(
+                "  --{name:<9} {need}: {}\n",
+                wrap(help, 24).trim_start()
+            ));
+        }
+    }
+    out.push_str("\nDATABASE_URL names the database; see `consoled --help`.\n");
+    out
+}
+
+/// Wraps text at 96 columns, indenting continuation lines by `indent`.
+fn wrap(text: &str, indent: usize) -> String {
+    let mut out = String::new();
+    let mut line = String::new();
+    for word in text.split_whitespace() {
+        if !line.is_empty() && indent + line.len() + 1 + word.len() > 96 {
+            out.push_str(&line);
+            out.push('\n');
+            out.push_str(&" ".repeat(indent));
+            line.clear();
+        }
+        if !line.is_empty() {
+            line.push(' ');
+        }
+        line.push_str(word);
+    }
+    out.push_str(&line);
+    out
+}
+
+pub fn find(words: &[&str]) -> Option<&'static Command> {
+    COMMANDS.iter().find(|c| c.words == words)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_types_are_those_the_database_function_accepts() {
+        let sql = include_str!("../../migrations/0001_init.sql");
+        let start = sql.find("p_type NOT IN (").expect("the type check") + 15;
+        let end = start + sql[start..].find(')').unwrap();
+        let accepted: Vec<&str> = sql[start..end]
+            .split(',')
+            .map(|s| s.trim().trim_matches('\''))
+            .collect();
+        assert_eq!(accepted, CHANGE_TYPES);
+        assert!(sql.contains("p_op NOT IN ('insert', 'update', 'delete')"));
+    }
+
+    #[test]
+    fn the_emit_help_lists_every_type() {
+        let emit = find(&["emit"]).unwrap();
+        let text = help(emit);
+        for t in CHANGE_TYPES.iter().chain(CHANGE_OPS) {
+            assert!(text.contains(t), "{t}");
+        }
+    }
+}

@@ -1,0 +1,126 @@
+//! The real `consoled` binary as `make run` starts it, on a free port, with its log (stderr)
+//! captured line by line so that a test can wait for a line, such as a mailed link.
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use super::tempdir::TempDir;
+
+pub struct Spawned {
+    child: Child,
+    pub addr: SocketAddr,
+    pub url: String,
+    pub mail_dir: TempDir,
+    log: Arc<Mutex<Vec<String>>>,
+}
+
+impl Spawned {
+    /// `make run`'s settings (demo on, plain-http cookies, mail to files with each link logged,
+    /// the sender on) on a free port of this test binary's database, plus `extra`.
+    pub fn start(bin: &str, extra: &[(&str, &str)]) -> Spawned {
+        let port = super::webdriver::free_port();
+        let url = format!("http://127.0.0.1:{port}");
+        let mail_dir = TempDir::new();
+        let mut cmd = Command::new(bin);
+        cmd.arg("serve")
+            .env("DATABASE_URL", super::database_url())
+            .env("CONSOLED_LISTEN", format!("127.0.0.1:{port}"))
+            .env("CONSOLED_BASE_URL", &url)
+            .env("CONSOLED_DEMO", "true")
+            .env("CONSOLED_COOKIE_SECURE", "false")
+            .env("CONSOLED_MAIL_DIR", &mail_dir.0)
+            .env("CONSOLED_MAIL_LOG_LINKS", "true")
+            .env("CONSOLED_MAIL_SENDER", "true")
+            .env("CONSOLED_HASH_THREADS", "1")
+            .env_remove("CONSOLED_SMTP_URL")
+            .env_remove("RUST_LOG")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        for (k, v) in extra {
+            cmd.env(k, v);
+        }
+        let mut child = cmd.spawn().expect("start the consoled binary");
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let stderr = child.stderr.take().unwrap();
+        let sink = log.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                sink.lock().unwrap().push(line);
+            }
+        });
+        let spawned = Spawned {
+            child,
+            addr: format!("127.0.0.1:{port}").parse().unwrap(),
+            url,
+            mail_dir,
+            log,
+        };
+        spawned.wait_healthy();
+        spawned
+    }
+
+    fn wait_healthy(&self) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while std::net::TcpStream::connect(self.addr).is_err()
+            || super::raw_request(self.addr, "GET", "/healthz", &[], b"").status != 200
+        {
+            assert!(
+                Instant::now() < deadline,
+                "consoled did not start: {:?}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// The log lines so far.
+    pub fn log(&self) -> Vec<String> {
+        self.log.lock().unwrap().clone()
+    }
+
+    /// The first log line containing every one of `parts`, waiting up to `limit` for it.
+    #[track_caller]
+    pub fn wait_log(&self, parts: &[&str], limit: Duration) -> String {
+        let deadline = Instant::now() + limit;
+        loop {
+            let found = self
+                .log()
+                .into_iter()
+                .find(|l| parts.iter().all(|p| l.contains(p)));
+            if let Some(line) = found {
+                return line;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no log line with {parts:?} within {limit:?}; the log: {:#?}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// The link logged for a mail to `to` that leads to `page` (`verify-email`,
+    /// `reset-password`), as `make run` prints it.
+    #[track_caller]
+    pub fn mailed_link(&self, to: &str, page: &str) -> String {
+        let line = self.wait_log(
+            &[
+                "mailed link",
+                &format!("to={to}:"),
+                &format!("/{page}?token="),
+            ],
+            Duration::from_secs(20),
+        );
+        line.rsplit(' ').next().unwrap().to_string()
+    }
+}
+
+impl Drop for Spawned {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
