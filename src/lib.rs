@@ -21,6 +21,7 @@ pub mod ops;
 pub mod router;
 pub mod server;
 pub mod shares;
+pub mod subscribe;
 
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -97,11 +98,20 @@ pub fn serve_on(config: Config, listener: std::net::TcpListener) -> Result<Servi
         config,
     });
     let spawned = |e: std::io::Error| format!("cannot start a background thread: {e}");
+    let listener_name = events::listener::application_name(&app.hub.leases.instance_id);
+    let core = Arc::new(events::Core {
+        hub: app.hub.clone(),
+        pool: app.pool.clone(),
+        metrics: app.metrics.clone(),
+        stopping: app.stopping.clone(),
+        listen_db: db::pg_config(&app.config, &listener_name)?,
+        session_idle: app.config.session_idle,
+    });
     let mut background = vec![
         maintenance::start(app.clone()),
         // Listening before serving: a stream opened right after start-up misses no change.
-        events::listener::start(app.clone(), app.config.db_timeout).map_err(spawned)?,
-        events::leases::start_keeper(app.clone()).map_err(spawned)?,
+        events::listener::start(core.clone(), app.config.db_timeout).map_err(spawned)?,
+        events::leases::start_keeper(core).map_err(spawned)?,
     ];
     if app.config.mail_sender {
         background.push(mail::start(app.clone(), mailer));

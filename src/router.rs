@@ -6,9 +6,9 @@ use crate::app::{App, Reply};
 use crate::auth;
 use crate::demo;
 use crate::error::{ApiError, ApiResult, Code};
-use crate::events;
 use crate::http::{csrf, Method, Request, Response};
 use crate::ops;
+use crate::subscribe;
 
 pub type Handler = fn(&App, &Request) -> ApiResult<Reply>;
 
@@ -104,7 +104,7 @@ pub static ROUTES: &[Route] = &[
         "password_reset",
         auth::email::reset,
     ),
-    route(Get, "/v1/events", "events", events::get),
+    route(Get, "/v1/events", "events", subscribe::get),
     route(Get, "/healthz", "healthz", ops::healthz),
     route(Get, "/readyz", "readyz", ops::readyz),
     route(Get, "/metrics", "metrics", ops::metrics),

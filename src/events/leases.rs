@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 
-use crate::app::App;
+use super::Core;
 use crate::crypto;
 use crate::db::leases::Holder;
 use crate::db::{self, leases, sessions};
@@ -93,14 +93,14 @@ impl Drop for Lease {
     }
 }
 
-pub fn start_keeper(app: Arc<App>) -> std::io::Result<thread::JoinHandle<()>> {
+pub fn start_keeper(core: Arc<Core>) -> std::io::Result<thread::JoinHandle<()>> {
     thread::Builder::new()
         .name("events-keeper".into())
-        .spawn(move || Keeper::new(app).run())
+        .spawn(move || Keeper::new(core).run())
 }
 
 struct Keeper {
-    app: Arc<App>,
+    core: Arc<Core>,
     next_heartbeat: Instant,
     /// Session deadlines in order, and the deadline of each watched session.
     due: BTreeSet<(Instant, i64)>,
@@ -110,9 +110,9 @@ struct Keeper {
 }
 
 impl Keeper {
-    fn new(app: Arc<App>) -> Keeper {
+    fn new(core: Arc<Core>) -> Keeper {
         Keeper {
-            app,
+            core,
             next_heartbeat: Instant::now() + HEARTBEAT,
             due: BTreeSet::new(),
             watched: HashMap::new(),
@@ -121,8 +121,8 @@ impl Keeper {
     }
 
     fn run(mut self) {
-        let inbox = self.app.hub.leases.inbox.clone();
-        while !self.app.stopping.load(Ordering::SeqCst) {
+        let inbox = self.core.hub.leases.inbox.clone();
+        while !self.core.stopping.load(Ordering::SeqCst) {
             let mut wake = self
                 .next_heartbeat
                 .min(Instant::now() + Duration::from_millis(250));
@@ -182,8 +182,8 @@ impl Keeper {
     fn heartbeat(&mut self) {
         self.next_heartbeat = Instant::now() + HEARTBEAT;
         self.release(Vec::new());
-        let instance = self.app.hub.leases.instance_id.clone();
-        let live = self.app.hub.leases.live();
+        let instance = self.core.hub.leases.instance_id.clone();
+        let live = self.core.hub.leases.live();
         if let Err(e) = self.with_db(|c| leases::heartbeat(c, &instance, &live)) {
             log::warn!("stream lease heartbeat failed: {e}");
         }
@@ -199,17 +199,17 @@ impl Keeper {
             }
             self.due.remove(&(at, session_id));
             self.watched.remove(&session_id);
-            if !self.app.hub.has_session(session_id) {
+            if !self.core.hub.has_session(session_id) {
                 continue;
             }
-            let idle = self.app.config.session_idle;
+            let idle = self.core.session_idle;
             match self.with_db(|c| sessions::remaining(c, session_id, idle)) {
                 Ok(Some(secs)) => {
                     let wait = Duration::from_secs_f64(secs.max(1.0));
                     self.watch(session_id, now + wait);
                 }
                 Ok(None) => {
-                    let n = self.app.hub.end_session(session_id);
+                    let n = self.core.hub.end_session(session_id);
                     log::info!("session expired: {n} event streams ended");
                 }
                 Err(e) => {
@@ -221,7 +221,7 @@ impl Keeper {
     }
 
     fn release_all(&self) {
-        let instance = self.app.hub.leases.instance_id.clone();
+        let instance = self.core.hub.leases.instance_id.clone();
         if let Err(e) = self.with_db(|c| leases::release_instance(c, &instance)) {
             log::warn!("stream leases left to lapse: {e}");
         }
@@ -231,7 +231,7 @@ impl Keeper {
         &self,
         f: impl FnOnce(&mut postgres::Client) -> Result<T, postgres::Error>,
     ) -> Result<T, String> {
-        let mut c = db::conn(&self.app.pool).map_err(|e| e.more.message.clone())?;
+        let mut c = db::conn(&self.core.pool).map_err(|e| e.more.message.clone())?;
         f(&mut c).map_err(|e| e.to_string())
     }
 }

@@ -15,8 +15,8 @@ use postgres::fallible_iterator::FallibleIterator;
 use postgres::{Client, Notification};
 
 use super::Change;
-use crate::app::App;
-use crate::db::{self, visibility};
+use super::Core;
+use crate::db::visibility;
 
 pub const CHANGE_CHANNEL: &str = "consoled_change";
 pub const CONTROL_CHANNEL: &str = "consoled_control";
@@ -34,32 +34,38 @@ pub fn application_name(instance_id: &str) -> String {
 
 /// Starts the listener and waits (at most `ready_within`) until it listens, so that a stream
 /// opened right after start-up misses nothing.
-pub fn start(app: Arc<App>, ready_within: Duration) -> std::io::Result<thread::JoinHandle<()>> {
+pub fn start(core: Arc<Core>, ready_within: Duration) -> std::io::Result<thread::JoinHandle<()>> {
     let (ready_tx, ready_rx) = crossbeam_channel::bounded(1);
     let handle = thread::Builder::new()
         .name("events-listener".into())
-        .spawn(move || run(&app, &ready_tx))?;
+        .spawn(move || run(&core, &ready_tx))?;
     if ready_rx.recv_timeout(ready_within).is_err() {
         log::warn!("change listener not connected yet; streams get resync once it is");
     }
     Ok(handle)
 }
 
-fn run(app: &App, ready: &crossbeam_channel::Sender<()>) {
-    let name = application_name(&app.hub.leases.instance_id);
+fn run(core: &Core, ready: &crossbeam_channel::Sender<()>) {
+    let name = application_name(&core.hub.leases.instance_id);
     let mut backoff = FIRST_BACKOFF;
     let mut connected_once = false;
-    while !app.stopping.load(Ordering::SeqCst) {
+    while !core.stopping.load(Ordering::SeqCst) {
         let started = Instant::now();
-        match db::connect(&app.config, &name) {
+        let connected = core
+            .listen_db
+            .clone()
+            .application_name(&name)
+            .connect(postgres::NoTls)
+            .map_err(|e| format!("cannot connect to the database: {e}"));
+        match connected {
             Ok(mut client) => {
                 if connected_once {
-                    app.metrics
+                    core.metrics
                         .listener_reconnects
                         .fetch_add(1, Ordering::Relaxed);
                 }
                 connected_once = true;
-                match listen(app, &mut client, ready) {
+                match listen(core, &mut client, ready) {
                     Ok(()) => return,
                     Err(e) => log::warn!("change listener lost its connection: {e}"),
                 }
@@ -69,21 +75,21 @@ fn run(app: &App, ready: &crossbeam_channel::Sender<()>) {
         if started.elapsed() >= HEALTHY {
             backoff = FIRST_BACKOFF;
         }
-        sleep_unless_stopping(app, backoff);
+        sleep_unless_stopping(core, backoff);
         backoff = (backoff * 2).min(MAX_BACKOFF);
     }
 }
 
-fn sleep_unless_stopping(app: &App, total: Duration) {
+fn sleep_unless_stopping(core: &Core, total: Duration) {
     let end = Instant::now() + total;
-    while !app.stopping.load(Ordering::SeqCst) && Instant::now() < end {
+    while !core.stopping.load(Ordering::SeqCst) && Instant::now() < end {
         thread::sleep((end - Instant::now()).min(POLL));
     }
 }
 
 /// Listens until the process stops (`Ok`) or the connection fails (`Err`).
 fn listen(
-    app: &App,
+    core: &Core,
     client: &mut Client,
     ready: &crossbeam_channel::Sender<()>,
 ) -> Result<(), String> {
@@ -92,13 +98,13 @@ fn listen(
             "LISTEN {CHANGE_CHANNEL}; LISTEN {CONTROL_CHANNEL}"
         ))
         .map_err(|e| e.to_string())?;
-    refresh(app, client).map_err(|e| e.to_string())?;
-    let streams = app.hub.resync_all();
+    refresh(core, client).map_err(|e| e.to_string())?;
+    let streams = core.hub.resync_all();
     if streams > 0 {
         log::info!("change listener connected: {streams} streams told to resync");
     }
     let _ = ready.try_send(());
-    while !app.stopping.load(Ordering::SeqCst) {
+    while !core.stopping.load(Ordering::SeqCst) {
         let first = client.notifications().timeout_iter(POLL).next();
         let batch = match first {
             Ok(Some(n)) => {
@@ -116,7 +122,7 @@ fn listen(
             Ok(None) => continue,
         };
         for n in batch {
-            handle(app, client, &n).map_err(|e| e.to_string())?;
+            handle(core, client, &n).map_err(|e| e.to_string())?;
         }
     }
     Ok(())
@@ -124,32 +130,32 @@ fn listen(
 
 /// Brings the hub up to date with what happened while nobody listened: memberships, ended
 /// sessions, revoked tokens.
-fn refresh(app: &App, client: &mut Client) -> Result<(), postgres::Error> {
-    let users = app.hub.begin_reload_all();
+fn refresh(core: &Core, client: &mut Client) -> Result<(), postgres::Error> {
+    let users = core.hub.begin_reload_all();
     if !users.is_empty() {
         let ids: Vec<i64> = users.iter().map(|(u, _)| *u).collect();
         let mut orgs = visibility::orgs_of(client, &ids)?;
         for (user, version) in users {
-            app.hub
+            core.hub
                 .set_orgs(user, &orgs.remove(&user).unwrap_or_default(), version);
         }
     }
-    let (sessions, tokens) = app.hub.principals();
+    let (sessions, tokens) = core.hub.principals();
     let live = visibility::live_sessions(client, &sessions)?;
     for id in sessions.iter().filter(|id| !live.contains(id)) {
-        app.hub.end_session(*id);
+        core.hub.end_session(*id);
     }
     let live = visibility::live_tokens(client, &tokens)?;
     for id in tokens.iter().filter(|id| !live.contains(id)) {
-        app.hub.end_token(*id);
+        core.hub.end_token(*id);
     }
     Ok(())
 }
 
-fn handle(app: &App, client: &mut Client, n: &Notification) -> Result<(), postgres::Error> {
+fn handle(core: &Core, client: &mut Client, n: &Notification) -> Result<(), postgres::Error> {
     match n.channel() {
-        CHANGE_CHANNEL => change(app, client, n.payload()),
-        CONTROL_CHANNEL => control(app, client, n.payload()),
+        CHANGE_CHANNEL => change(core, client, n.payload()),
+        CONTROL_CHANNEL => control(core, client, n.payload()),
         other => {
             log::warn!("notification on unexpected channel {other}");
             Ok(())
@@ -157,8 +163,10 @@ fn handle(app: &App, client: &mut Client, n: &Notification) -> Result<(), postgr
     }
 }
 
-fn change(app: &App, client: &mut Client, payload: &str) -> Result<(), postgres::Error> {
-    app.metrics.changes_received.fetch_add(1, Ordering::Relaxed);
+fn change(core: &Core, client: &mut Client, payload: &str) -> Result<(), postgres::Error> {
+    core.metrics
+        .changes_received
+        .fetch_add(1, Ordering::Relaxed);
     let change: Change = match serde_json::from_str(payload) {
         Ok(c) => c,
         Err(e) => {
@@ -166,14 +174,14 @@ fn change(app: &App, client: &mut Client, payload: &str) -> Result<(), postgres:
             return Ok(());
         }
     };
-    if let Some(project) = app.hub.unknown_project(&change) {
+    if let Some(project) = core.hub.unknown_project(&change) {
         if let Some(org) = visibility::org_of_project(client, project)? {
-            app.hub.remember_project(project, org);
+            core.hub.remember_project(project, org);
         }
     }
-    let routed = app.hub.route(&change);
+    let routed = core.hub.route(&change);
     if routed.dropped > 0 {
-        app.metrics
+        core.metrics
             .changes_dropped
             .fetch_add(routed.dropped as u64, Ordering::Relaxed);
     }
@@ -182,7 +190,7 @@ fn change(app: &App, client: &mut Client, payload: &str) -> Result<(), postgres:
 
 /// `s:<session id>`, `t:<token id>`: end those streams. `u:<user id>`: the user's memberships
 /// changed; reload them before routing the change that follows.
-fn control(app: &App, client: &mut Client, payload: &str) -> Result<(), postgres::Error> {
+fn control(core: &Core, client: &mut Client, payload: &str) -> Result<(), postgres::Error> {
     let Some((kind, id)) = payload
         .split_once(':')
         .and_then(|(k, id)| Some((k, id.parse::<i64>().ok()?)))
@@ -192,15 +200,15 @@ fn control(app: &App, client: &mut Client, payload: &str) -> Result<(), postgres
     };
     match kind {
         "s" => {
-            app.hub.end_session(id);
+            core.hub.end_session(id);
         }
         "t" => {
-            app.hub.end_token(id);
+            core.hub.end_token(id);
         }
         "u" => {
-            if let Some(version) = app.hub.begin_reload(id) {
+            if let Some(version) = core.hub.begin_reload(id) {
                 let orgs = visibility::orgs_of(client, &[id])?.remove(&id);
-                app.hub.set_orgs(id, &orgs.unwrap_or_default(), version);
+                core.hub.set_orgs(id, &orgs.unwrap_or_default(), version);
             }
         }
         _ => log::warn!("ignored a control notification of unknown kind"),

@@ -1,5 +1,6 @@
-//! The change stream `GET /v1/events`: the handler (authentication, stream limit, subscription),
-//! the subscriber hub, the PostgreSQL listener, leases and the per-stream writer thread.
+//! The change stream's core: the subscriber hub, the PostgreSQL listener, leases and the body of
+//! each stream. It takes narrow handles (`Core`), never the application: the HTTP handler that
+//! opens a stream is `crate::subscribe`, and the server runs the stream.
 //!
 //! Data flows one way: `consoled_notify_change` (in the committing transaction) -> NOTIFY ->
 //! listener (one connection per instance) -> hub (indexes) -> each stream's bounded queue ->
@@ -18,21 +19,28 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::app::{App, Reply};
-use crate::auth;
-use crate::db::leases::Holder;
-use crate::db::sessions::Session;
-use crate::db::tokens::{self, ApiToken};
-use crate::db::{self, leases as lease_rows, visibility};
-use crate::error::{ApiError, ApiResult, Code};
-use crate::http::Request;
-use crate::metrics::Metrics;
+use std::sync::atomic::AtomicBool;
 
-pub use hub::Hub;
-use hub::{Scope, Subscription};
-use leases::Lease;
+use crate::db;
+use crate::metrics::Metrics;
+use crate::shares::Ticket;
+
+pub use hub::{Hub, Scope, Subscription};
+pub use leases::Lease;
 pub use signal::{End, Signals};
 pub use stream::{Outlet, Timing};
+
+/// The handles the listener and the lease keeper need, and no more.
+#[derive(Clone)]
+pub struct Core {
+    pub hub: Arc<Hub>,
+    pub pool: db::Pool,
+    pub metrics: Arc<Metrics>,
+    pub stopping: Arc<AtomicBool>,
+    /// Settings of the listener's own connection (never a pooled one).
+    pub listen_db: postgres::Config,
+    pub session_idle: Duration,
+}
 
 /// The first bytes of every stream: the reconnect delay, then `ready`.
 pub const READY: &str = "retry: 3000\nevent: ready\ndata: {}\n\n";
@@ -67,24 +75,28 @@ impl Change {
 pub struct StreamPlan {
     sub: Subscription,
     _lease: Lease,
-    _share: Option<crate::shares::Ticket>,
+    _share: Ticket,
     timing: Timing,
     metrics: Arc<Metrics>,
 }
 
 impl StreamPlan {
-    fn new(app: &App, sub: Subscription, lease: Lease, share: crate::shares::Ticket) -> StreamPlan {
-        app.metrics.streams_total.fetch_add(1, Ordering::Relaxed);
-        app.metrics.streams_open.fetch_add(1, Ordering::Relaxed);
+    /// A stream for `sub`, holding its lease and its client's share until it drops.
+    pub fn new(
+        sub: Subscription,
+        lease: Lease,
+        share: Ticket,
+        timing: Timing,
+        metrics: Arc<Metrics>,
+    ) -> StreamPlan {
+        metrics.streams_total.fetch_add(1, Ordering::Relaxed);
+        metrics.streams_open.fetch_add(1, Ordering::Relaxed);
         StreamPlan {
             sub,
             _lease: lease,
-            _share: Some(share),
-            timing: Timing {
-                ping: app.config.ping_interval,
-                stall: app.config.stream_stall,
-            },
-            metrics: app.metrics.clone(),
+            _share: share,
+            timing,
+            metrics,
         }
     }
 
@@ -102,115 +114,6 @@ impl StreamPlan {
 impl Drop for StreamPlan {
     fn drop(&mut self) {
         self.metrics.streams_open.fetch_sub(1, Ordering::Relaxed);
-    }
-}
-
-/// Who opened a stream.
-enum Who {
-    Token(ApiToken),
-    Session(Session),
-}
-
-impl Who {
-    fn holder(&self) -> Holder {
-        match self {
-            Who::Token(t) => Holder::Token(t.id),
-            Who::Session(s) => Holder::User(s.user_id),
-        }
-    }
-
-    fn scope(&self) -> Scope {
-        match self {
-            Who::Token(t) => Scope::Token {
-                token_id: t.id,
-                project_id: t.project_id,
-            },
-            Who::Session(s) => Scope::Session {
-                session_id: s.id,
-                user_id: s.user_id,
-            },
-        }
-    }
-}
-
-/// `GET /v1/events`.
-pub fn get(app: &App, req: &Request) -> ApiResult<Reply> {
-    let who = authenticate(app, req)?;
-    let share = admit(app, req)?;
-    let mut c = db::conn(&app.pool)?;
-    let lease = take_lease(app, &mut c, who.holder())?;
-    let (sub, needs_orgs) = app.hub.subscribe(who.scope(), app.config.stream_queue);
-    // Checked again after subscribing: a logout or revocation announced between authentication
-    // and subscription found no stream to end.
-    let still_live = match &who {
-        Who::Token(t) => tokens::is_live(&mut *c, t.id)?,
-        Who::Session(s) => !visibility::live_sessions(&mut *c, &[s.id])?.is_empty(),
-    };
-    if !still_live {
-        return Err(ApiError::new(Code::Unauthorized));
-    }
-    if let (Who::Session(s), Some(version)) = (&who, needs_orgs) {
-        let orgs = visibility::orgs_of(&mut *c, &[s.user_id])?.remove(&s.user_id);
-        app.hub
-            .set_orgs(s.user_id, &orgs.unwrap_or_default(), version);
-    }
-    drop(c);
-    if let Who::Session(s) = &who {
-        let remaining = Duration::from_secs_f64(s.remaining.max(0.0));
-        app.hub.leases.watch_session(s.id, remaining);
-    }
-    Ok(Reply::Stream(StreamPlan::new(app, sub, lease, share)))
-}
-
-/// Refuses a stream while this instance holds as many as it can (503), or while the client's
-/// address holds its share of them (429), before any lease is taken. Concurrent requests can
-/// pass the overall check by at most one per worker.
-fn admit(app: &App, req: &Request) -> ApiResult<crate::shares::Ticket> {
-    let open = app.metrics.streams_open.load(Ordering::Relaxed);
-    if open >= app.capacity.max_streams as u64 {
-        return Err(ApiError::new(Code::Unavailable).message(
-            "This server has as many event streams open as it can hold; try again shortly.",
-        ));
-    }
-    let ip = req
-        .client_ip(&app.config.trusted_proxies)
-        .unwrap_or(std::net::Ipv4Addr::UNSPECIFIED.into());
-    app.stream_shares.take(ip).ok_or_else(|| {
-        ApiError::rate_limited(5).message(format!(
-            "One client address may hold at most {} of this server's event streams; close one first.",
-            app.stream_shares.limit()
-        ))
-    })
-}
-
-/// A bearer API token, else the session cookie (401 `unauthorized` / `mfa_required`).
-fn authenticate(app: &App, req: &Request) -> ApiResult<Who> {
-    if req.header("authorization").is_none() {
-        return auth::require_session(app, req).map(Who::Session);
-    }
-    let unauthorized =
-        || ApiError::new(Code::Unauthorized).message("Unknown or revoked API token.");
-    let secret = req
-        .bearer()
-        .filter(|s| s.starts_with(tokens::PREFIX))
-        .ok_or_else(unauthorized)?;
-    let mut c = db::conn(&app.pool)?;
-    let token = tokens::find(&mut *c, secret)?.ok_or_else(unauthorized)?;
-    Ok(Who::Token(token))
-}
-
-fn take_lease(app: &App, c: &mut db::Conn, holder: Holder) -> ApiResult<Lease> {
-    let book = &app.hub.leases;
-    let max = app.config.max_streams;
-    let mut tx = c.transaction()?;
-    let id = lease_rows::acquire(&mut tx, &book.instance_id, holder, max)?;
-    tx.commit()?;
-    match id {
-        Some(id) => Ok(book.hold(id, holder)),
-        None => Err(ApiError::new(Code::TooManyStreams).message(format!(
-            "At most {max} event streams can be open at once for one user or API token; \
-             close one first."
-        ))),
     }
 }
 

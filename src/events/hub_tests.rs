@@ -1,0 +1,116 @@
+//! Unit tests of `hub`.
+use super::*;
+
+fn change(kind: &str, id: i64, project: Option<i64>, org: Option<i64>) -> Change {
+    Change {
+        kind: kind.into(),
+        id,
+        op: "update".into(),
+        project_id: project,
+        org_id: org,
+    }
+}
+
+fn received(sub: &Subscription) -> usize {
+    sub.rx.try_iter().count()
+}
+
+fn session(hub: &Arc<Hub>, session_id: i64, user_id: i64, orgs: &[i64]) -> Subscription {
+    let (sub, load) = hub.subscribe(
+        Scope::Session {
+            session_id,
+            user_id,
+        },
+        8,
+    );
+    if let Some(v) = load {
+        hub.set_orgs(user_id, orgs, v);
+    }
+    sub
+}
+
+#[test]
+fn token_streams_see_only_their_project() {
+    let hub = Arc::new(Hub::new());
+    let (tok, _) = hub.subscribe(
+        Scope::Token {
+            token_id: 1,
+            project_id: 10,
+        },
+        8,
+    );
+    hub.route(&change("server", 1, Some(10), Some(100)));
+    hub.route(&change("server", 2, Some(11), Some(100)));
+    hub.route(&change("organization", 100, None, Some(100)));
+    assert_eq!(received(&tok), 1);
+}
+
+#[test]
+fn session_streams_follow_orgs_projects_and_own_user() {
+    let hub = Arc::new(Hub::new());
+    let me = session(&hub, 1, 7, &[100]);
+    hub.remember_project(10, 100);
+    hub.remember_project(20, 200);
+    hub.route(&change("server", 1, Some(10), None));
+    hub.route(&change("server", 2, Some(20), None));
+    hub.route(&change("user", 7, None, None));
+    hub.route(&change("user", 8, None, None));
+    assert_eq!(received(&me), 2);
+}
+
+#[test]
+fn a_stale_org_read_never_overwrites_a_newer_one() {
+    let hub = Arc::new(Hub::new());
+    let (sub, load) = hub.subscribe(
+        Scope::Session {
+            session_id: 1,
+            user_id: 7,
+        },
+        8,
+    );
+    let v = hub.begin_reload(7).unwrap();
+    hub.set_orgs(7, &[200], v);
+    hub.set_orgs(7, &[100], load.unwrap());
+    hub.route(&change("organization", 200, None, Some(200)));
+    hub.route(&change("organization", 100, None, Some(100)));
+    assert_eq!(received(&sub), 1);
+}
+
+#[test]
+fn a_former_member_gets_the_membership_change_then_nothing() {
+    let hub = Arc::new(Hub::new());
+    let me = session(&hub, 1, 7, &[100, 200]);
+    let v = hub.begin_reload(7).unwrap();
+    hub.set_orgs(7, &[100], v);
+    hub.route(&change("membership", 5, None, Some(200)));
+    hub.route(&change("membership", 6, None, Some(200)));
+    hub.route(&change("server", 1, None, Some(200)));
+    assert_eq!(received(&me), 1);
+}
+
+#[test]
+fn full_queue_drops_and_flags_resync() {
+    let hub = Arc::new(Hub::new());
+    let (sub, _) = hub.subscribe(
+        Scope::Token {
+            token_id: 1,
+            project_id: 10,
+        },
+        2,
+    );
+    let routed: Vec<Routed> = (0..3)
+        .map(|i| hub.route(&change("server", i, Some(10), None)))
+        .collect();
+    assert_eq!(routed[2].dropped, 1);
+    assert!(sub.signals.resync_flagged());
+}
+
+#[test]
+fn dropping_the_subscription_cleans_every_index() {
+    let hub = Arc::new(Hub::new());
+    let me = session(&hub, 1, 7, &[100]);
+    drop(me);
+    let ix = hub.lock();
+    assert!(ix.subs.is_empty() && ix.users.is_empty() && ix.by_org.is_empty());
+    assert!(ix.by_session.is_empty());
+}

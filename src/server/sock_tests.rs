@@ -1,0 +1,131 @@
+//! Unit tests of `sock`.
+use super::*;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+
+#[test]
+fn finds_the_accepted_socket_by_its_mark_and_counts_consumed_bytes() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let mark = listener_mark(&listener, Duration::from_secs(10)).unwrap();
+    let mut client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+    let hint = lowest_free(listener.as_raw_fd()).ok();
+    let (mut server, _) = listener.accept().unwrap();
+    let fd = find_fresh(&listener, mark, hint).expect("found");
+    assert_eq!(fd, server.as_raw_fd());
+    // Once the mark is gone, nothing is fresh any more.
+    set_read_timeout(fd, Duration::from_secs(10)).unwrap();
+    assert_eq!(find_fresh(&listener, mark, None), None);
+
+    client.write_all(b"hello world").unwrap();
+    let mut buf = [0u8; 5];
+    server.read_exact(&mut buf).unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(2);
+    while consumed(fd).unwrap() != 5 && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(consumed(fd).unwrap(), 5);
+    assert_eq!(send_now(fd, b"hi").unwrap(), 2);
+    let mut got = [0u8; 2];
+    client.read_exact(&mut got).unwrap();
+    assert_eq!(&got, b"hi");
+}
+
+/// The kernel facts the stream watcher relies on, on a socket whose read side was shut down
+/// as tiny_http does when its read half drops: an edge-triggered wake-up on a pipelined
+/// request and on a close, and `peer` telling them apart.
+#[test]
+fn after_shut_rd_epoll_still_wakes_and_peer_tells_data_from_close() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let mut client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+    let (server, _) = listener.accept().unwrap();
+    let fd = server.as_raw_fd();
+    server.shutdown(Shutdown::Read).unwrap();
+    let ep = Epoll::new().unwrap();
+    ep.add(fd, 7).unwrap();
+    let mut keys = Vec::new();
+    ep.wait(&mut keys, Duration::from_millis(100)).unwrap();
+    assert_eq!(keys, [7], "the first look");
+    assert_eq!(peer(fd), Peer::Quiet);
+    keys.clear();
+    ep.wait(&mut keys, Duration::from_millis(100)).unwrap();
+    assert!(keys.is_empty(), "edge-triggered: nothing new");
+
+    client.write_all(b"GET / HTTP/1.1\r\n").unwrap();
+    ep.wait(&mut keys, Duration::from_secs(2)).unwrap();
+    assert_eq!(keys, [7], "woken by a pipelined request");
+    assert_eq!(peer(fd), Peer::Sent);
+    assert_eq!(peer(fd), Peer::Sent, "looking consumes nothing");
+
+    keys.clear();
+    client.shutdown(Shutdown::Write).unwrap();
+    ep.wait(&mut keys, Duration::from_secs(2)).unwrap();
+    assert_eq!(keys, [7], "woken by the FIN");
+    assert_eq!(peer(fd), Peer::Gone);
+    ep.remove(fd);
+}
+
+#[test]
+fn a_reset_wakes_and_reads_as_gone() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+    let (server, _) = listener.accept().unwrap();
+    let fd = server.as_raw_fd();
+    server.shutdown(Shutdown::Read).unwrap();
+    let ep = Epoll::new().unwrap();
+    ep.add(fd, 1).unwrap();
+    let mut keys = Vec::new();
+    ep.wait(&mut keys, Duration::from_millis(100)).unwrap();
+    keys.clear();
+    socket2::SockRef::from(&client)
+        .set_linger(Some(Duration::ZERO))
+        .unwrap();
+    drop(client);
+    ep.wait(&mut keys, Duration::from_secs(2)).unwrap();
+    assert_eq!(keys, [1]);
+    assert_eq!(peer(fd), Peer::Gone);
+    assert!(send_some(fd, b"x").is_err());
+}
+
+#[test]
+fn a_wildcard_listener_serves_any_local_address_on_its_port() {
+    let any4: SocketAddr = "0.0.0.0:80".parse().unwrap();
+    let any6: SocketAddr = "[::]:80".parse().unwrap();
+    let one: SocketAddr = "10.0.0.1:80".parse().unwrap();
+    assert!(serves(any4, "127.0.0.2:80".parse().unwrap()));
+    assert!(serves(any6, "[::ffff:127.0.0.1]:80".parse().unwrap()));
+    assert!(serves(any6, "[::1]:80".parse().unwrap()));
+    assert!(serves(one, one));
+    assert!(!serves(one, "10.0.0.2:80".parse().unwrap()));
+    assert!(!serves(any4, "127.0.0.1:81".parse().unwrap()));
+}
+
+#[test]
+fn abort_stops_a_reader_that_the_peer_keeps_feeding() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let mut client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+    let (server, _) = listener.accept().unwrap();
+    let fd = server.as_raw_fd();
+    let flood = std::thread::spawn(move || {
+        let chunk = [b'x'; 4096];
+        let t = std::time::Instant::now();
+        while client.write_all(&chunk).is_ok() && t.elapsed() < Duration::from_secs(10) {}
+        t.elapsed()
+    });
+    let reader = std::thread::spawn(move || {
+        let mut server = server;
+        let mut buf = [0u8; 1024];
+        let t = std::time::Instant::now();
+        loop {
+            match server.read(&mut buf) {
+                Ok(0) | Err(_) => return t.elapsed(),
+                Ok(_) if t.elapsed() > Duration::from_secs(10) => return t.elapsed(),
+                Ok(_) => {}
+            }
+        }
+    });
+    std::thread::sleep(Duration::from_millis(200));
+    // shutdown() alone would not stop this reader: data keeps arriving.
+    abort(fd).unwrap();
+    assert!(reader.join().unwrap() < Duration::from_secs(2));
+    assert!(flood.join().unwrap() < Duration::from_secs(2));
+}
