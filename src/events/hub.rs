@@ -29,12 +29,16 @@ pub enum Scope {
 struct Sub {
     scope: Scope,
     tx: crossbeam_channel::Sender<Msg>,
+    /// The hub's own end of the stream's queue, to empty it when it overflows.
+    rx: Receiver<Msg>,
     signals: Arc<Signals>,
 }
 
 impl Sub {
-    /// Queues an event and wakes the stream; a full queue marks the stream for `resync` instead
-    /// of blocking. Returns false when the event was dropped.
+    /// Queues an event and wakes the stream, never blocking. When the queue is full, the changes
+    /// in it are dropped instead (the client reloads everything after the `resync` it is flagged
+    /// for) and this newer one is queued behind the `resync`. Returns false when changes were
+    /// dropped.
     fn deliver(&self, event: &Msg) -> bool {
         match self.tx.try_send(event.clone()) {
             Ok(()) => {
@@ -42,8 +46,10 @@ impl Sub {
                 true
             }
             Err(TrySendError::Disconnected(_)) => true,
-            Err(TrySendError::Full(_)) => {
+            Err(TrySendError::Full(event)) => {
+                while self.rx.try_recv().is_ok() {}
                 self.signals.flag_resync();
+                let _ = self.tx.try_send(event);
                 false
             }
         }
@@ -151,6 +157,7 @@ impl Hub {
         let sub = Arc::new(Sub {
             scope,
             tx,
+            rx: rx.clone(),
             signals: signals.clone(),
         });
         let mut ix = self.lock();

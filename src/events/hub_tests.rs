@@ -103,6 +103,10 @@ fn full_queue_drops_and_flags_resync() {
         .collect();
     assert_eq!(routed[2].dropped, 1);
     assert!(sub.signals.resync_flagged());
+    // The older changes made room: the newest one waits behind the resync.
+    let queued: Vec<Msg> = sub.rx.try_iter().collect();
+    assert_eq!(queued.len(), 1);
+    assert!(queued[0].contains("\"id\":2"), "{}", queued[0]);
 }
 
 #[test]

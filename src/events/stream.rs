@@ -59,9 +59,7 @@ pub(super) fn run(sub: &Subscription, timing: Timing, out: &mut dyn Outlet) -> E
             }
         }
         if sub.signals.take_dropped() {
-            // The queue overflowed: what is in it is older than the `resync` the client will
-            // get, so it goes now, and changes arriving from here on find room.
-            while sub.rx.try_recv().is_ok() {}
+            // The hub emptied the overflowing queue: `resync` goes before what it queued since.
             resync = true;
         }
         if out.backlog() == 0 && fill(sub, out, timing.ping, last_event, &mut resync) {
