@@ -597,3 +597,75 @@ fn enabling_and_disabling_the_second_factor_are_announced_by_mail() {
         .iter()
         .all(|m| !m.data.contains(&consoled::crypto::base32_encode(&secret))));
 }
+
+/// Links a stranger's provider identity to an account whose address is unproven, as the
+/// service did before it refused unverified provider addresses (issue 15); returns the
+/// stranger's session token.
+fn legacy_link(user_id: i64, subject: &str) -> String {
+    let mut db = db();
+    db.execute(
+        "INSERT INTO external_identities (provider, subject, user_id, email)
+         SELECT 'google', $1, id, email FROM users WHERE id = $2",
+        &[&subject, &user_id],
+    )
+    .unwrap();
+    let token = consoled::crypto::new_token();
+    db.execute(
+        "INSERT INTO sessions (token_hash, user_id, mfa_pending, expires_at)
+         VALUES ($1, $2, false, now() + interval '1 hour')",
+        &[&consoled::crypto::token_hash(&token), &user_id],
+    )
+    .unwrap();
+    token
+}
+
+fn links_of(user_id: i64) -> i64 {
+    db().query_one(
+        "SELECT count(*) FROM external_identities WHERE user_id = $1",
+        &[&user_id],
+    )
+    .unwrap()
+    .get(0)
+}
+
+#[test]
+fn proving_the_address_by_mail_removes_links_made_while_it_was_unproven() {
+    let s = with_sink(&[]);
+    // Verification link: the owner signed up, a stranger's link was attached meanwhile.
+    let mut owner = s.server.client();
+    let (email, _) = owner.signup();
+    let id = user_id(&email);
+    let stranger = legacy_link(id, &unique());
+    let mut attacker = s.server.client();
+    attacker.cookies.insert("svc_session".into(), stranger);
+    attacker.get("/auth/session").expect(200);
+    let token = wait_tokens(&s.sink, &email, "verify-email", 1).remove(0);
+    verify(&mut owner, &token).expect(204);
+    assert_eq!(links_of(id), 0, "the stranger's link is gone");
+    attacker
+        .get("/auth/session")
+        .expect_error(401, "unauthorized");
+
+    // Reset link: the account has only the stranger's link and no password.
+    let victim = unique_email();
+    let id: i64 = db()
+        .query_one(
+            "INSERT INTO users (email, name) VALUES ($1, 'Squatter') RETURNING id",
+            &[&victim],
+        )
+        .unwrap()
+        .get(0);
+    let stranger = legacy_link(id, &unique());
+    let mut attacker = s.server.client();
+    attacker.cookies.insert("svc_session".into(), stranger);
+    attacker.get("/auth/session").expect(200);
+    let mut anonymous = s.server.client();
+    forgot(&mut anonymous, &victim).expect(204);
+    let token = wait_tokens(&s.sink, &victim, "reset-password", 1).remove(0);
+    reset(&mut anonymous, &token, NEW_PASSWORD).expect(204);
+    assert_eq!(links_of(id), 0, "the stranger's link is gone");
+    attacker
+        .get("/auth/session")
+        .expect_error(401, "unauthorized");
+    owner.login(&victim, NEW_PASSWORD).expect(200);
+}

@@ -43,7 +43,7 @@ pub fn verify(app: &App, req: &Request) -> ApiResult<Reply> {
         mail_tokens::consume(&mut tx, token, Purpose::VerifyEmail)?.ok_or_else(invalid_token)?;
     let user_id = owner(&mut tx, &live)?;
     // The users trigger announces the `user` change when the flag flips.
-    users::mark_verified(&mut tx, user_id)?;
+    super::prove_address(&mut tx, user_id, None)?;
     tx.commit()?;
     log::info!("email verified user_id={user_id}");
     Ok(Response::empty(204).into())
@@ -130,7 +130,7 @@ pub fn reset(app: &App, req: &Request) -> ApiResult<Reply> {
         mail_tokens::consume(&mut tx, token, Purpose::PasswordReset)?.ok_or_else(invalid_token)?;
     let user_id = owner(&mut tx, &live)?;
     users::set_password(&mut tx, user_id, &hash)?;
-    users::mark_verified(&mut tx, user_id)?;
+    super::prove_address(&mut tx, user_id, None)?;
     mail_tokens::void_unused(&mut tx, user_id, Purpose::PasswordReset)?;
     // Deleting the sessions also ends their event streams (trigger).
     let ended = sessions::delete_for_user(&mut tx, user_id, None)?;
