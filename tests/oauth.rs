@@ -847,3 +847,22 @@ fn a_hanging_provider_fails_within_the_timeout_and_blocks_nobody() {
     assert_eq!(r.header("location"), Some(FAILED));
     assert!(r.set_cookie("svc_session").is_none());
 }
+
+/// An account without a password proves itself for second-factor changes by signing in again
+/// through its provider (issue 15, item 2).
+#[test]
+fn a_provider_account_re_proves_itself_by_signing_in_again() {
+    let w = world();
+    let profile = Profile::new(&unique_email());
+    let mut c = w.server.client();
+    let state = w.signed_in(&mut c, "google", &profile);
+    db().execute(
+        "UPDATE sessions SET created_at = now() - interval '301 seconds' WHERE user_id = $1",
+        &[&user_id(&state)],
+    )
+    .unwrap();
+    c.post("/auth/mfa/totp/setup", &json!({}))
+        .expect_error(403, "reauth_required");
+    w.signed_in(&mut c, "google", &profile);
+    c.post("/auth/mfa/totp/setup", &json!({})).expect(200);
+}

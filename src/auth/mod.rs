@@ -7,6 +7,7 @@ pub mod email;
 pub mod login;
 pub mod mfa;
 pub mod oauth;
+pub mod reauth;
 pub mod signup;
 
 use postgres::GenericClient;
