@@ -512,6 +512,8 @@ fn proving_the_address_removes_links_made_while_it_was_unproven() {
 /// whose address was proven later by mail.
 #[test]
 fn migration_removes_links_attached_while_the_address_was_unproven() {
+    // A server applies the migrations to this binary's fresh database first.
+    let _w = world();
     let mut db = db();
     let unverified = unique_email();
     let (unverified_id, token1) = legacy_takeover(&unverified, "google", &unique());

@@ -12,8 +12,8 @@ pub const MIGRATIONS: &[(i32, &str, &str)] = &[
     ),
     (
         2,
-        "0002_unproven_identity_links.sql",
-        include_str!("../../migrations/0002_unproven_identity_links.sql"),
+        "0002_takeover_defences.sql",
+        include_str!("../../migrations/0002_takeover_defences.sql"),
     ),
 ];
 

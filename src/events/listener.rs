@@ -166,6 +166,13 @@ fn change(app: &App, client: &mut Client, payload: &str) -> Result<(), postgres:
             return Ok(());
         }
     };
+    // A project's own announcement names its organization now: the cached project ->
+    // organization lookup follows a move before any later change of the project is routed.
+    if let (true, Some(project), Some(org)) =
+        (change.kind == "project", change.project_id, change.org_id)
+    {
+        app.hub.remember_project(project, org);
+    }
     if let Some(project) = app.hub.unknown_project(&change) {
         if let Some(org) = visibility::org_of_project(client, project)? {
             app.hub.remember_project(project, org);

@@ -1,4 +1,6 @@
--- consoled schema, version 2: external identities linked while the account's address was unproven.
+-- consoled schema, version 2: account takeover defences.
+--
+-- 1. External identities linked while the account's address was unproven.
 --
 -- Before this version, a sign-in whose address the provider had not verified created an account
 -- for that address and linked the identity to it. Whoever did so never proved they own the
@@ -14,7 +16,7 @@
 --   we cannot tell whether the creating provider had verified the address. If it had, the
 --   owner's next sign-in with that provider links it again (its verified address matches).
 --
--- Only deletions: running it twice changes nothing more.
+-- Only deletions and a replaced function: running it twice changes nothing more.
 WITH tainted AS (
     SELECT e.provider, e.subject, e.user_id
       FROM external_identities e JOIN users u ON u.id = e.user_id
@@ -29,3 +31,19 @@ WITH tainted AS (
 )
 DELETE FROM external_identities e USING tainted t
  WHERE e.provider = t.provider AND e.subject = t.subject;
+
+-- 2. A project that moves to another organization is announced to the organization it left as
+-- well as to the one it joined (in that order): the members of the old one learn that it is
+-- gone, and every instance's project -> organization routing learns the new owner from the
+-- last announcement.
+CREATE OR REPLACE FUNCTION consoled_projects_changed() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE r projects;
+BEGIN
+    IF TG_OP = 'DELETE' THEN r := OLD; ELSE r := NEW; END IF;
+    IF TG_OP = 'UPDATE' AND OLD.org_id <> NEW.org_id THEN
+        PERFORM consoled_notify_change('project', r.id, 'update', r.id, OLD.org_id);
+    END IF;
+    PERFORM consoled_notify_change('project', r.id, lower(TG_OP), r.id, r.org_id);
+    RETURN r;
+END
+$$;
