@@ -7,7 +7,7 @@ use std::time::Duration;
 use consoled::config::Config;
 
 fn main() {
-    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info")).init();
+    consoled::logging::init();
     let args: Vec<String> = std::env::args().skip(1).collect();
     if matches!(
         args.first().map(String::as_str),
