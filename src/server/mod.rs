@@ -367,6 +367,9 @@ fn serve_connection(
         } else if too_large {
             Err(ApiError::new(Code::HeaderTooLarge)
                 .message("The request head is larger than 16 KiB."))
+        } else if let Err(e) = framing(&rq) {
+            // No trustworthy end of this request: answered, then the connection closes.
+            Err(e)
         } else {
             read_body(&mut rq, app.config.body_timeout)
         };
@@ -391,6 +394,17 @@ fn serve_connection(
             }
         }
     }
+}
+
+/// RFC 9112 framing of the head (src/http/framing.rs).
+fn framing(rq: &tiny_http::Request) -> Result<(), ApiError> {
+    let version = rq.http_version();
+    let headers = rq.headers();
+    crate::http::framing::check(&crate::http::framing::Head {
+        version: (version.0, version.1),
+        host: headers.get("Host").map(|v| v.as_ref().as_str()),
+        content_length: headers.get("Content-Length").map(|v| v.as_ref().as_str()),
+    })
 }
 
 /// After `timeout`, a body must keep arriving at this rate (Apache's `MinRate=500`).
