@@ -299,7 +299,10 @@ fn a_full_run_at_trace_level_logs_no_secret() {
     // The run was logged at trace level: our own records are there, debug ones included.
     assert!(log.contains("listening on"), "{log}");
     assert!(log.contains("password reset user_id="), "{log}");
-    assert!(log.contains(" DEBUG consoled"), "consoled's own debug records pass");
+    assert!(
+        log.contains(" DEBUG consoled"),
+        "consoled's own debug records pass"
+    );
     let mut leaks = Vec::new();
     let texts = secrets.iter().flat_map(|s| forms(s));
     let bytes = raw_secrets.iter().flat_map(|b| byte_forms(b));
