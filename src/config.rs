@@ -58,6 +58,8 @@ pub struct Config {
     pub session_idle: Duration,
     pub session_max: Duration,
     pub mfa_pending: Duration,
+    /// How long after a sign-in the session may change the second factor without the password.
+    pub reauth: Duration,
     pub trusted_proxies: Vec<IpAddr>,
     /// Request worker threads (ordinary requests; event streams get their own threads).
     pub workers: usize,
@@ -113,6 +115,7 @@ impl fmt::Debug for Config {
             .field("stream_queue", &self.stream_queue)
             .field("session_idle", &self.session_idle)
             .field("session_max", &self.session_max)
+            .field("reauth", &self.reauth)
             .field("trusted_proxies", &self.trusted_proxies)
             .field("workers", &self.workers)
             .field("hash_threads", &self.hash_threads)
@@ -200,6 +203,7 @@ impl Config {
             session_idle: secs(env.parse("CONSOLED_SESSION_IDLE_SECONDS", 12 * 3600)?),
             session_max: secs(env.parse("CONSOLED_SESSION_MAX_SECONDS", 7 * 24 * 3600)?),
             mfa_pending: secs(env.parse("CONSOLED_MFA_PENDING_SECONDS", 600)?),
+            reauth: secs(env.parse("CONSOLED_REAUTH_SECONDS", 300)?),
             trusted_proxies: parse_ips(&env.get("CONSOLED_TRUSTED_PROXIES").unwrap_or_default())?,
             workers: env.parse("CONSOLED_WORKERS", 32)?,
             hash_threads,

@@ -14,6 +14,7 @@ pub enum Code {
     InvalidCode,
     MfaRequired,
     CsrfInvalid,
+    ReauthRequired,
     NotFound,
     MethodNotAllowed,
     EmailTaken,
@@ -37,6 +38,7 @@ impl Code {
             Code::InvalidCode => "invalid_code",
             Code::MfaRequired => "mfa_required",
             Code::CsrfInvalid => "csrf_invalid",
+            Code::ReauthRequired => "reauth_required",
             Code::NotFound => "not_found",
             Code::MethodNotAllowed => "method_not_allowed",
             Code::EmailTaken => "email_taken",
@@ -58,7 +60,7 @@ impl Code {
             | Code::InvalidCredentials
             | Code::InvalidCode
             | Code::MfaRequired => 401,
-            Code::CsrfInvalid => 403,
+            Code::CsrfInvalid | Code::ReauthRequired => 403,
             Code::NotFound => 404,
             Code::MethodNotAllowed => 405,
             Code::EmailTaken => 409,
@@ -81,6 +83,9 @@ impl Code {
             Code::InvalidCode => "The code is not valid.",
             Code::MfaRequired => "Enter the code from your authenticator app first.",
             Code::CsrfInvalid => "Missing or invalid CSRF token; call GET /auth/csrf first.",
+            Code::ReauthRequired => {
+                "Confirm it is you: send your current password, or sign in again."
+            }
             Code::NotFound => "Not found.",
             Code::MethodNotAllowed => "Method not allowed.",
             Code::EmailTaken => "An account with this email address exists already.",

@@ -14,6 +14,7 @@ pub mod error;
 pub mod events;
 pub mod hashing;
 pub mod http;
+pub mod logging;
 pub mod mail;
 pub mod maintenance;
 pub mod metrics;

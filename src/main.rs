@@ -8,7 +8,7 @@ use consoled::cli::Invocation;
 use consoled::config::Config;
 
 fn main() {
-    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info")).init();
+    consoled::logging::init();
     let args: Vec<String> = std::env::args().skip(1).collect();
     let invocation = consoled::cli::parse(&args).unwrap_or_else(|e| fail(&e));
     if let Invocation::Help(text) = invocation {

@@ -320,6 +320,48 @@ fn token_streams_see_their_project_and_sessions_see_their_orgs_and_self() {
     next_is_marker(&mut [&mut sb], None, Some(b.org_id));
 }
 
+/// Issue 15, item 4: moving a project to another organization is announced to both
+/// organizations at once, and the project's later changes follow it (no stale project ->
+/// organization routing).
+#[test]
+fn a_moved_project_streams_to_its_new_organization_within_a_second() {
+    let server = TestServer::start();
+    let a = account(&server);
+    let b = account(&server);
+    let mut sa = a.open(&server);
+    let mut sb = b.open(&server);
+    // A project-only marker: the server learns (and caches) the project's organization.
+    barrier(&mut [&mut sa], Some(a.project_id), None);
+    barrier(&mut [&mut sb], None, Some(b.org_id));
+
+    let moved = Instant::now();
+    db().execute(
+        "UPDATE projects SET org_id = $2, name = 'moved-' || id WHERE id = $1",
+        &[&a.project_id, &b.org_id],
+    )
+    .unwrap();
+    let p = Some(a.project_id);
+    assert_eq!(
+        sb.change(T),
+        expected("project", a.project_id, "update", p, Some(b.org_id))
+    );
+    assert_eq!(
+        sa.change(T),
+        expected("project", a.project_id, "update", p, Some(a.org_id)),
+        "the organization the project left learns it moved"
+    );
+    assert!(
+        moved.elapsed() < Duration::from_secs(1),
+        "{:?}",
+        moved.elapsed()
+    );
+
+    let id = next_id();
+    emit("server", id, p, None);
+    assert_eq!(sb.change(T), expected("server", id, "update", p, None));
+    next_is_marker(&mut [&mut sa], None, Some(a.org_id));
+}
+
 #[test]
 fn membership_added_and_removed_while_the_stream_is_open() {
     let server = TestServer::start();

@@ -705,3 +705,130 @@ fn recovery_codes_can_be_replaced() {
     submit(&mut c, &new[1]).expect_error(401, "invalid_code");
     submit(&mut c, newest[0].as_str().unwrap()).expect(200);
 }
+
+/// Makes every session of the user look signed in `secs` seconds ago (a stolen cookie, used
+/// long after its owner's sign-in).
+fn age_sessions(user_id: i64, secs: f64) {
+    db().execute(
+        "UPDATE sessions SET created_at = now() - make_interval(secs => $2) WHERE user_id = $1",
+        &[&user_id, &secs],
+    )
+    .unwrap();
+}
+
+/// Issue 15, item 2: a stolen session cookie alone cannot enrol, replace or remove the second
+/// factor. Each change needs the current password, or a sign-in younger than
+/// CONSOLED_REAUTH_SECONDS (300 by default), and is mailed to the owner.
+#[test]
+fn second_factor_changes_need_a_recent_sign_in_or_the_password() {
+    let server = server_holding_mail();
+    let mut c = server.client();
+    let (email, state) = c.signup();
+    let user_id = state["user"]["id"].as_i64().unwrap();
+    age_sessions(user_id, 301.0);
+
+    // The thief has the cookie, not the password.
+    let r = c.post("/auth/mfa/totp/setup", &json!({}));
+    r.expect_error(403, "reauth_required");
+    c.post(
+        "/auth/mfa/totp/setup",
+        &json!({"password": "not the password"}),
+    )
+    .expect_error(403, "reauth_required");
+    let r = c.post("/auth/mfa/totp/setup", &json!({"password": PASSWORD}));
+    r.expect(200);
+    let secret = base32_decode(r.json()["secret"].as_str().unwrap()).unwrap();
+    let step = now_step();
+    c.post(
+        "/auth/mfa/totp/enable",
+        &json!({"code": totp_code(&secret, step)}),
+    )
+    .expect_error(403, "reauth_required");
+    let r = c.post(
+        "/auth/mfa/totp/enable",
+        &json!({"code": totp_code(&secret, step), "password": PASSWORD}),
+    );
+    r.expect(200);
+    let recovery = r.json()["recovery_codes"][0].as_str().unwrap().to_string();
+
+    c.post("/auth/mfa/recovery-codes", &json!({"code": recovery}))
+        .expect_error(403, "reauth_required");
+    c.post(
+        "/auth/mfa/totp/disable",
+        &json!({"code": totp_code(&secret, step + 1)}),
+    )
+    .expect_error(403, "reauth_required");
+    let r = c.post(
+        "/auth/mfa/recovery-codes",
+        &json!({"code": recovery, "password": PASSWORD}),
+    );
+    r.expect(200);
+    let recovery = r.json()["recovery_codes"][0].as_str().unwrap().to_string();
+
+    // A fresh sign-in (password and second factor) is proof enough for the next 300 s.
+    let mut fresh = pending(&server, &email);
+    submit(&mut fresh, &totp_code(&secret, step + 1)).expect(200);
+    fresh
+        .post(
+            "/auth/mfa/totp/disable",
+            &json!({"code": wrong_code(&secret)}),
+        )
+        .expect_error(401, "invalid_code");
+    fresh
+        .post("/auth/mfa/totp/disable", &json!({"code": recovery}))
+        .expect(204);
+    // Each change told the owner.
+    let kinds = outbox_kinds(user_id);
+    for kind in ["mfa_enabled", "mfa_recovery_codes", "mfa_disabled"] {
+        assert!(kinds.iter().any(|k| k == kind), "{kinds:?}");
+    }
+}
+
+/// Wrong passwords on these endpoints count toward the sign-in throttle of the address: a
+/// stolen cookie is no way round it.
+#[test]
+fn reauth_passwords_are_throttled_like_sign_ins() {
+    let server = TestServer::start();
+    let mut c = server.client();
+    let (_, state) = c.signup();
+    age_sessions(state["user"]["id"].as_i64().unwrap(), 301.0);
+    for _ in 0..10 {
+        c.post(
+            "/auth/mfa/totp/setup",
+            &json!({"password": "wrong password!"}),
+        )
+        .expect_error(403, "reauth_required");
+    }
+    c.post("/auth/mfa/totp/setup", &json!({"password": PASSWORD}))
+        .expect_error(429, "rate_limited");
+}
+
+/// An account without a password re-proves itself by signing in again through its provider;
+/// until then no password can stand in.
+#[test]
+fn accounts_without_a_password_need_a_fresh_sign_in() {
+    let server = TestServer::start();
+    let mut c = server.client();
+    let (_, state) = c.signup();
+    let user_id = state["user"]["id"].as_i64().unwrap();
+    db().execute(
+        "UPDATE users SET password_hash = NULL WHERE id = $1",
+        &[&user_id],
+    )
+    .unwrap();
+    age_sessions(user_id, 301.0);
+    let r = c.post("/auth/mfa/totp/setup", &json!({"password": PASSWORD}));
+    r.expect_error(403, "reauth_required");
+    age_sessions(user_id, 10.0);
+    c.post("/auth/mfa/totp/setup", &json!({})).expect(200);
+}
+
+#[test]
+fn the_reauth_window_is_configurable() {
+    let server = TestServer::with(&[("CONSOLED_REAUTH_SECONDS", "30")]);
+    let mut c = server.client();
+    let (_, state) = c.signup();
+    age_sessions(state["user"]["id"].as_i64().unwrap(), 31.0);
+    c.post("/auth/mfa/totp/setup", &json!({}))
+        .expect_error(403, "reauth_required");
+}

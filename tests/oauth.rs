@@ -419,22 +419,190 @@ fn unverified_provider_email_never_links_an_existing_account() {
     let mut c = w.server.client();
     let profile = Profile::new(&email).unverified();
     let r = w.sign_in(&mut c, "google", &profile);
-    assert_refused(&mut c, &r);
-    let links: i64 = db()
+    assert_refused_with(&mut c, &r, UNVERIFIED);
+    assert_eq!(links_of(user_id(&signup)), 0);
+    owner.get("/auth/session").expect(200);
+}
+
+/// The takeover of issue 15: a Google account that claims the victim's address without Google
+/// having verified it must not create the victim's account (nor sign in, nor queue a mail).
+#[test]
+fn an_unverified_provider_address_never_creates_an_account() {
+    let w = world();
+    let victim = unique_email();
+    let mut attacker = w.server.client();
+    let profile = Profile::new(&victim).unverified();
+    let r = w.sign_in(&mut attacker, "google", &profile);
+    assert_refused_with(&mut attacker, &r, UNVERIFIED);
+    let mut db = db();
+    let users: i64 = db
+        .query_one("SELECT count(*) FROM users WHERE email = $1", &[&victim])
+        .unwrap()
+        .get(0);
+    assert_eq!(users, 0, "no account for an address nobody proved");
+    let mails: i64 = db
         .query_one(
-            "SELECT count(*) FROM external_identities WHERE user_id = $1",
-            &[&user_id(&signup)],
+            "SELECT count(*) FROM outbox WHERE recipient = $1",
+            &[&victim],
         )
         .unwrap()
         .get(0);
-    assert_eq!(links, 0);
-    owner.get("/auth/session").expect(200);
+    assert_eq!(mails, 0, "no mail to the victim either");
+    // The victim can still sign up with their own address.
+    let mut owner = w.server.client();
+    owner
+        .post(
+            "/auth/signup",
+            &json!({"email": victim, "password": PASSWORD, "name": "Victim"}),
+        )
+        .expect(201);
+}
 
-    // Without an existing account, an unverified address makes an unverified user.
-    let mut fresh = w.server.client();
-    let profile = Profile::new(&unique_email()).unverified();
-    let state = w.signed_in(&mut fresh, "google", &profile);
-    assert_eq!(state["user"]["email_verified"], false);
+/// A link made before this defence (the account's address still unproven) signs nobody in
+/// once the provider's address is unverified, and is removed when the owner proves the address
+/// with their own verified provider account; the attacker's session and stream end.
+#[test]
+fn proving_the_address_removes_links_made_while_it_was_unproven() {
+    let w = world();
+    let victim = unique_email();
+    let attacker_profile = Profile::new(&victim).unverified();
+    let (victim_id, attacker_token) = legacy_takeover(&victim, "google", &attacker_profile.subject);
+    let mut attacker = w.server.client();
+    attacker
+        .cookies
+        .insert("svc_session".into(), attacker_token.clone());
+    attacker.get("/auth/session").expect(200);
+    let mut stream = common::sse::open(
+        w.server.addr,
+        &[("Cookie", &format!("svc_session={attacker_token}"))],
+    );
+
+    // The same Google subject with its unverified address: refused, not signed in.
+    let mut again = w.server.client();
+    let r = w.sign_in(&mut again, "google", &attacker_profile);
+    assert_refused_with(&mut again, &r, UNVERIFIED);
+
+    // The owner signs in with their own Google account, which has verified the address.
+    let mut owner = w.server.client();
+    let state = w.signed_in(&mut owner, "google", &Profile::new(&victim));
+    assert_eq!(user_id(&state), victim_id);
+    assert_eq!(state["user"]["email_verified"], true);
+    assert_eq!(links_of(victim_id), 1, "only the owner's own link is left");
+    attacker
+        .get("/auth/session")
+        .expect_error(401, "unauthorized");
+    assert!(
+        stream.wait_end(Duration::from_secs(3)).is_some(),
+        "the attacker's stream ends"
+    );
+    // Even if the attacker's Google account later shows a verified address of its own, the
+    // subject no longer leads to the victim's account.
+    let mut later = w.server.client();
+    let own = Profile {
+        email: unique_email(),
+        email_verified: true,
+        ..attacker_profile
+    };
+    let state = w.signed_in(&mut later, "google", &own);
+    assert_ne!(user_id(&state), victim_id);
+}
+
+/// Migration 0002 removes links that may have been attached while the account's address was
+/// unproven: every link of an unverified account, and an account-creating link of an account
+/// whose address was proven later by mail.
+#[test]
+fn migration_removes_links_attached_while_the_address_was_unproven() {
+    // A server applies the migrations to this binary's fresh database first.
+    let _w = world();
+    let mut db = db();
+    let unverified = unique_email();
+    let (unverified_id, token1) = legacy_takeover(&unverified, "google", &unique());
+    let reset = unique_email();
+    let (reset_id, token2) = legacy_takeover(&reset, "github", &unique());
+    // The owner already did forgot + reset under the old code: the address is verified and
+    // a reset token was used after the link was made.
+    db.batch_execute(&format!(
+        "UPDATE users SET email_verified = true, password_hash = 'x' WHERE id = {reset_id};
+         INSERT INTO mail_tokens (user_id, purpose, token_hash, email, expires_at, used_at)
+         VALUES ({reset_id}, 'password_reset', '\\x{}', '{reset}', now() + interval '1 hour',
+                 now() + interval '1 second')",
+        hex(&consoled::crypto::random_bytes::<32>())
+    ))
+    .unwrap();
+    // A legitimate account made by a verified sign-in, never proven again: kept.
+    let fine = unique_email();
+    let (fine_id, token3) = legacy_takeover(&fine, "google", &unique());
+    db.execute(
+        "UPDATE users SET email_verified = true WHERE id = $1",
+        &[&fine_id],
+    )
+    .unwrap();
+
+    let (_, name, sql) = consoled::db::migrate::MIGRATIONS
+        .iter()
+        .find(|m| m.1.starts_with("0002_"))
+        .expect("migration 0002");
+    db.batch_execute(sql)
+        .unwrap_or_else(|e| panic!("{name}: {e}"));
+
+    assert_eq!(links_of(unverified_id), 0);
+    assert_eq!(links_of(reset_id), 0);
+    assert_eq!(links_of(fine_id), 1);
+    let mut live = |token: &str| -> i64 {
+        db.query_one(
+            "SELECT count(*) FROM sessions WHERE token_hash = $1",
+            &[&consoled::crypto::token_hash(token)],
+        )
+        .unwrap()
+        .get(0)
+    };
+    assert_eq!(live(&token1), 0, "sessions of a removed link end");
+    assert_eq!(live(&token2), 0);
+    assert_eq!(live(&token3), 1);
+}
+
+const UNVERIFIED: &str = "http://console.test/login?error=email_unverified";
+
+fn links_of(user_id: i64) -> i64 {
+    db().query_one(
+        "SELECT count(*) FROM external_identities WHERE user_id = $1",
+        &[&user_id],
+    )
+    .unwrap()
+    .get(0)
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// What the service before this defence stored after an unverified provider sign-in: an
+/// unverified account without password created by the link (in one transaction, so with the
+/// same `created_at`), and a session for whoever signed in. Returns the user id and the token.
+fn legacy_takeover(email: &str, provider: &str, subject: &str) -> (i64, String) {
+    let mut db = db();
+    let mut tx = db.transaction().unwrap();
+    let id: i64 = tx
+        .query_one(
+            "INSERT INTO users (email, name) VALUES ($1, 'Attacker') RETURNING id",
+            &[&email],
+        )
+        .unwrap()
+        .get(0);
+    tx.execute(
+        "INSERT INTO external_identities (provider, subject, user_id, email) VALUES ($1, $2, $3, $4)",
+        &[&provider, &subject, &id, &email],
+    )
+    .unwrap();
+    let token = consoled::crypto::new_token();
+    tx.execute(
+        "INSERT INTO sessions (token_hash, user_id, mfa_pending, expires_at)
+         VALUES ($1, $2, false, now() + interval '1 hour')",
+        &[&consoled::crypto::token_hash(&token), &id],
+    )
+    .unwrap();
+    tx.commit().unwrap();
+    (id, token)
 }
 
 #[test]
@@ -641,7 +809,7 @@ fn github_without_a_verified_primary_email_is_refused() {
     let mut c = w.server.client();
     let email = unique_email();
     let r = w.sign_in(&mut c, "github", &Profile::new(&email));
-    assert_refused(&mut c, &r);
+    assert_refused_with(&mut c, &r, UNVERIFIED);
     let users: i64 = db()
         .query_one("SELECT count(*) FROM users WHERE email = $1", &[&email])
         .unwrap()
@@ -680,4 +848,23 @@ fn a_hanging_provider_fails_within_the_timeout_and_blocks_nobody() {
     r.expect(302);
     assert_eq!(r.header("location"), Some(FAILED));
     assert!(r.set_cookie("svc_session").is_none());
+}
+
+/// An account without a password proves itself for second-factor changes by signing in again
+/// through its provider (issue 15, item 2).
+#[test]
+fn a_provider_account_re_proves_itself_by_signing_in_again() {
+    let w = world();
+    let profile = Profile::new(&unique_email());
+    let mut c = w.server.client();
+    let state = w.signed_in(&mut c, "google", &profile);
+    db().execute(
+        "UPDATE sessions SET created_at = now() - interval '301 seconds' WHERE user_id = $1",
+        &[&user_id(&state)],
+    )
+    .unwrap();
+    c.post("/auth/mfa/totp/setup", &json!({}))
+        .expect_error(403, "reauth_required");
+    w.signed_in(&mut c, "google", &profile);
+    c.post("/auth/mfa/totp/setup", &json!({})).expect(200);
 }

@@ -4,6 +4,7 @@
 //! Handlers only queue mails (`outbox`) in their transaction; the sender thread mints the link
 //! tokens and talks to the mail server (src/mail.rs), so no request waits on SMTP.
 
+use std::net::IpAddr;
 use std::time::Duration;
 
 use crate::app::{App, Reply};
@@ -17,7 +18,10 @@ const RESEND_LIMITS: [(&str, i64, Duration); 2] = [
     ("minute", 1, Duration::from_secs(60)),
     ("day", 5, Duration::from_secs(24 * 3600)),
 ];
-const RESET_MAILS_PER_ADDRESS: i64 = 3;
+/// Reset mails one client may ask for one address, and for any addresses, per window. There is
+/// no cap per address alone: a stranger could use it up and silence the owner's own request.
+const RESET_MAILS_PER_ADDRESS_AND_CLIENT: i64 = 3;
+const RESET_MAILS_PER_CLIENT: i64 = 20;
 const RESET_MAIL_WINDOW: Duration = Duration::from_secs(3600);
 
 fn invalid_token() -> ApiError {
@@ -43,7 +47,7 @@ pub fn verify(app: &App, req: &Request) -> ApiResult<Reply> {
         mail_tokens::consume(&mut tx, token, Purpose::VerifyEmail)?.ok_or_else(invalid_token)?;
     let user_id = owner(&mut tx, &live)?;
     // The users trigger announces the `user` change when the flag flips.
-    users::mark_verified(&mut tx, user_id)?;
+    super::prove_address(&mut tx, user_id, None)?;
     tx.commit()?;
     log::info!("email verified user_id={user_id}");
     Ok(Response::empty(204).into())
@@ -93,19 +97,49 @@ pub fn resend(app: &App, req: &Request) -> ApiResult<Reply> {
 /// the address up: it counts and queues in the same way for every address, and the sender
 /// thread drops the row of an address without an account. So the answer and its timing are the
 /// same; nothing is hashed and no mail is sent inline.
+///
+/// Limits: 3 mails per (address, client) and 20 per client an hour. A request past either is
+/// dropped silently and writes nothing, so one client adds at most 40 rate rows and 20 outbox
+/// rows an hour whatever it sends, and a stranger's requests never use up the owner's.
 pub fn forgot(app: &App, req: &Request) -> ApiResult<Reply> {
     let fields = Fields::parse(&req.body)?;
     let email = Email::parse(fields.string("email")?)?;
+    let client = client_key(req.client_ip(&app.config.trusted_proxies));
+    let by_client = format!("reset-mail-client:{client}");
+    let by_address = format!("reset-mail:{}:{client}", email.as_str());
     let mut c = db::conn(&app.pool)?;
     let mut tx = c.transaction()?;
-    let bucket = format!("reset-mail:{}", email.as_str());
-    let wait = rate::take(&mut tx, &bucket, RESET_MAILS_PER_ADDRESS, RESET_MAIL_WINDOW)?;
-    // Past the cap the request is dropped silently, whether the address has an account or not.
-    if wait.is_none() {
+    rate::lock(&mut tx, &by_client)?;
+    rate::lock(&mut tx, &by_address)?;
+    let full = |tx: &mut postgres::Transaction, bucket: &str, limit| {
+        rate::blocked(tx, bucket, limit, RESET_MAIL_WINDOW).map(|w| w.is_some())
+    };
+    // Past a cap the request is dropped silently, whether the address has an account or not.
+    if !full(&mut tx, &by_client, RESET_MAILS_PER_CLIENT)?
+        && !full(&mut tx, &by_address, RESET_MAILS_PER_ADDRESS_AND_CLIENT)?
+    {
+        rate::record(&mut tx, &by_client)?;
+        rate::record(&mut tx, &by_address)?;
         outbox::enqueue_for_address(&mut tx, "password_reset", email.as_str())?;
     }
     tx.commit()?;
     Ok(Response::empty(204).into())
+}
+
+/// The client a limit counts against: its IPv4 address, or the /64 network of an IPv6 one (a
+/// single host is usually given a whole /64, and could otherwise rotate through it).
+fn client_key(ip: Option<IpAddr>) -> String {
+    match ip {
+        Some(IpAddr::V6(v6)) if v6.to_ipv4_mapped().is_none() => {
+            let s = v6.segments();
+            format!("{:x}:{:x}:{:x}:{:x}::/64", s[0], s[1], s[2], s[3])
+        }
+        Some(IpAddr::V6(v6)) => v6
+            .to_ipv4_mapped()
+            .map_or("unknown".into(), |v4| v4.to_string()),
+        Some(IpAddr::V4(v4)) => v4.to_string(),
+        None => "unknown".into(),
+    }
 }
 
 /// `POST /auth/password/reset {token, password}`: replaces the password, marks the address
@@ -130,7 +164,7 @@ pub fn reset(app: &App, req: &Request) -> ApiResult<Reply> {
         mail_tokens::consume(&mut tx, token, Purpose::PasswordReset)?.ok_or_else(invalid_token)?;
     let user_id = owner(&mut tx, &live)?;
     users::set_password(&mut tx, user_id, &hash)?;
-    users::mark_verified(&mut tx, user_id)?;
+    super::prove_address(&mut tx, user_id, None)?;
     mail_tokens::void_unused(&mut tx, user_id, Purpose::PasswordReset)?;
     // Deleting the sessions also ends their event streams (trigger).
     let ended = sessions::delete_for_user(&mut tx, user_id, None)?;
@@ -141,4 +175,20 @@ pub fn reset(app: &App, req: &Request) -> ApiResult<Reply> {
     Ok(Response::empty(204)
         .header("Set-Cookie", super::clear_session_cookie(app))
         .into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clients_are_ipv4_addresses_or_ipv6_networks() {
+        let key = |s: &str| client_key(Some(s.parse().unwrap()));
+        assert_eq!(key("10.1.2.3"), "10.1.2.3");
+        assert_eq!(key("::ffff:10.1.2.3"), "10.1.2.3");
+        assert_eq!(key("2001:db8:1:2:aaaa::1"), "2001:db8:1:2::/64");
+        assert_eq!(key("2001:db8:1:2:bbbb::9"), key("2001:db8:1:2::1"));
+        assert_ne!(key("2001:db8:1:3::1"), key("2001:db8:1:2::1"));
+        assert_eq!(client_key(None), "unknown");
+    }
 }

@@ -23,20 +23,11 @@ pub fn post(app: &App, req: &Request) -> ApiResult<Reply> {
         .client_ip(&app.config.trusted_proxies)
         .map_or("unknown".to_string(), |ip| ip.to_string());
     app.hasher.admit()?;
-    let by_ip = format!("login:{}:{ip}", email.as_str());
-    let by_address = format!("login:{}", email.as_str());
+    let throttle = Throttle::new(&email, &ip);
 
     let user = {
         let mut c = db::conn(&app.pool)?;
-        let wait = match rate::blocked(&mut *c, &by_ip, FAILURES_PER_ADDRESS_AND_IP, WINDOW)? {
-            Some(w) => Some(w),
-            None => rate::blocked(&mut *c, &by_address, FAILURES_PER_ADDRESS, WINDOW)?,
-        };
-        if let Some(wait) = wait {
-            return Err(
-                ApiError::rate_limited(wait).message("Too many failed sign-ins; try again later.")
-            );
-        }
+        throttle.check(&mut *c)?;
         users::find_by_email(&mut *c, &email)?
     };
     // Unknown address or no password: the same hash work, then the same answer.
@@ -48,8 +39,7 @@ pub fn post(app: &App, req: &Request) -> ApiResult<Reply> {
     let user = match user {
         Some(user) if ok => user,
         _ => {
-            rate::record(&mut tx, &by_ip)?;
-            rate::record(&mut tx, &by_address)?;
+            throttle.record(&mut tx)?;
             tx.commit()?;
             return Err(ApiError::new(Code::InvalidCredentials));
         }
@@ -58,6 +48,43 @@ pub fn post(app: &App, req: &Request) -> ApiResult<Reply> {
     tx.commit()?;
     log::info!("login user_id={} mfa_pending={}", user.id, user.mfa_enabled);
     Ok(response.into())
+}
+
+/// The failed-password counters of an address: per (address, client) and per address. Login
+/// and every other check of a password (re-authentication) count into the same ones.
+pub struct Throttle {
+    by_ip: String,
+    by_address: String,
+}
+
+impl Throttle {
+    pub fn new(email: &Email, ip: &str) -> Throttle {
+        Throttle {
+            by_ip: format!("login:{}:{ip}", email.as_str()),
+            by_address: format!("login:{}", email.as_str()),
+        }
+    }
+
+    /// 429 `rate_limited` while either counter is full, whether the next password is right or not.
+    pub fn check(&self, c: &mut impl postgres::GenericClient) -> ApiResult<()> {
+        let wait = match rate::blocked(c, &self.by_ip, FAILURES_PER_ADDRESS_AND_IP, WINDOW)? {
+            Some(w) => Some(w),
+            None => rate::blocked(c, &self.by_address, FAILURES_PER_ADDRESS, WINDOW)?,
+        };
+        match wait {
+            Some(wait) => {
+                Err(ApiError::rate_limited(wait)
+                    .message("Too many failed sign-ins; try again later."))
+            }
+            None => Ok(()),
+        }
+    }
+
+    /// Counts a wrong password.
+    pub fn record(&self, c: &mut impl postgres::GenericClient) -> Result<(), postgres::Error> {
+        rate::record(c, &self.by_ip)?;
+        rate::record(c, &self.by_address)
+    }
 }
 
 /// Forgets the failed sign-ins of an address, from every client (after a password reset).

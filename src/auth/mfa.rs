@@ -5,6 +5,10 @@
 //! `users.totp_last_step`, a recovery code by setting its `used_at`. Both are conditional UPDATEs,
 //! so of two concurrent submissions of one code exactly one wins. Wrong codes count per pending
 //! session (5 revoke it) and per user across sessions and endpoints (20 an hour, then 429).
+//!
+//! Enrolment changes need proof that the owner is present (`reauth`) before anything else, and
+//! each one that changes the account (enable, disable, new recovery codes) mails the owner. Setup
+//! only offers a secret, which does nothing until `enable` confirms it.
 
 use std::time::Duration;
 
@@ -128,6 +132,7 @@ fn wrong_code_on_pending(app: &App, mut tx: Transaction, session: &Session) -> A
 /// `POST /auth/mfa/totp/setup`: offers a new secret; it takes effect when `enable` confirms it.
 pub fn setup(app: &App, req: &Request) -> ApiResult<Reply> {
     let session = super::require_session(app, req)?;
+    super::reauth::require(app, req, &session)?;
     let mut c = db::conn(&app.pool)?;
     let user = users::find(&mut *c, session.user_id)?
         .ok_or_else(|| ApiError::internal("session of a deleted user"))?;
@@ -152,6 +157,7 @@ fn otpauth_uri(email: &str, secret: &str) -> String {
 /// `POST /auth/mfa/totp/enable {code}`: confirms the offered secret with a current code.
 pub fn enable(app: &App, req: &Request) -> ApiResult<Reply> {
     let session = super::require_session(app, req)?;
+    super::reauth::require(app, req, &session)?;
     let Factor::Totp(code) = Factor::from_body(req)? else {
         return Err(ApiError::invalid(
             "code",
@@ -198,6 +204,9 @@ pub fn disable(app: &App, req: &Request) -> ApiResult<Reply> {
 pub fn regenerate(app: &App, req: &Request) -> ApiResult<Reply> {
     let (reply, user_id) = with_enabled_factor(app, req, |tx, session| {
         let codes = issue_recovery_codes(tx, session.user_id)?;
+        let user = users::find(tx, session.user_id)?
+            .ok_or_else(|| ApiError::internal("session of a deleted user"))?;
+        outbox::enqueue(tx, "mfa_recovery_codes", user.id, &user.email)?;
         Ok(Response::json(200, &json!({ "recovery_codes": codes })).into())
     })?;
     log::info!("mfa recovery codes replaced user_id={user_id}");
@@ -213,6 +222,7 @@ fn with_enabled_factor(
     act: impl FnOnce(&mut Transaction, &Session) -> ApiResult<Reply>,
 ) -> ApiResult<(Reply, i64)> {
     let session = super::require_session(app, req)?;
+    super::reauth::require(app, req, &session)?;
     let factor = Factor::from_body(req)?;
     let mut c = db::conn(&app.pool)?;
     let mut tx = c.transaction()?;

@@ -7,6 +7,7 @@ pub mod email;
 pub mod login;
 pub mod mfa;
 pub mod oauth;
+pub mod reauth;
 pub mod signup;
 
 use postgres::GenericClient;
@@ -14,7 +15,7 @@ use serde_json::{json, Value};
 
 use crate::app::App;
 use crate::db::sessions::{self, Session};
-use crate::db::{self, orgs, users};
+use crate::db::{self, identities, orgs, users};
 use crate::error::{ApiError, ApiResult, Code};
 use crate::http::cookies::SetCookie;
 use crate::http::{Request, Response};
@@ -122,4 +123,25 @@ pub fn create_session_cookie(
     };
     let (token, _) = sessions::create(c, user_id, pending, lifetime)?;
     Ok(session_cookie(app, &token, lifetime.as_secs()))
+}
+
+/// The owner has just proven the address (a mailed verification or reset link, or a provider
+/// that has verified it): marks it verified. If it was unproven until now, every external
+/// identity linked meanwhile (except `keep`, the one proving it now) may be a stranger's claim
+/// on the address, so each is removed and, if any was, every session of the user ends (and
+/// with them their event streams). Returns the number of links removed.
+pub fn prove_address(
+    c: &mut impl GenericClient,
+    user_id: i64,
+    keep: Option<(&str, &str)>,
+) -> Result<u64, postgres::Error> {
+    if !users::mark_verified(c, user_id)? {
+        return Ok(0);
+    }
+    let removed = identities::delete_for_user(c, user_id, keep)?;
+    if removed > 0 {
+        db::sessions::delete_for_user(c, user_id, None)?;
+        log::info!("address proven user_id={user_id}: removed {removed} unproven link(s)");
+    }
+    Ok(removed)
 }

@@ -47,3 +47,17 @@ pub fn update_email(
     )?;
     Ok(())
 }
+
+/// Removes every link of a user except `keep` (provider, subject); returns how many went.
+pub fn delete_for_user(
+    c: &mut impl GenericClient,
+    user_id: i64,
+    keep: Option<(&str, &str)>,
+) -> Result<u64, postgres::Error> {
+    let (provider, subject) = keep.unzip();
+    c.execute(
+        "DELETE FROM external_identities
+          WHERE user_id = $1 AND (provider, subject) IS DISTINCT FROM ($2, $3)",
+        &[&user_id, &provider, &subject],
+    )
+}

@@ -4,11 +4,18 @@
 use postgres::Client;
 
 /// (version, name, SQL). A test checks that this list matches the files in `migrations/`.
-pub const MIGRATIONS: &[(i32, &str, &str)] = &[(
-    1,
-    "0001_init.sql",
-    include_str!("../../migrations/0001_init.sql"),
-)];
+pub const MIGRATIONS: &[(i32, &str, &str)] = &[
+    (
+        1,
+        "0001_init.sql",
+        include_str!("../../migrations/0001_init.sql"),
+    ),
+    (
+        2,
+        "0002_takeover_defences.sql",
+        include_str!("../../migrations/0002_takeover_defences.sql"),
+    ),
+];
 
 /// An arbitrary constant naming our lock in `pg_advisory_lock`.
 const LOCK_KEY: i64 = 0x636f_6e73_6f6c_6564; // "consoled"

@@ -18,6 +18,8 @@ pub struct Session {
     pub remaining: f64,
     /// Seconds since the session was last marked as used.
     pub since_seen: f64,
+    /// Seconds since the sign-in that created it (password, second factor or provider).
+    pub age: f64,
 }
 
 /// Creates a session; returns the cookie token (shown once) and the session.
@@ -41,6 +43,7 @@ pub fn create(
         failed_codes: 0,
         remaining: secs,
         since_seen: 0.0,
+        age: 0.0,
     };
     Ok((token, session))
 }
@@ -56,7 +59,8 @@ pub fn find_valid(
                 extract(epoch FROM least(expires_at,
                     CASE WHEN mfa_pending THEN expires_at
                          ELSE last_seen_at + make_interval(secs => $2) END) - now())::float8,
-                extract(epoch FROM now() - last_seen_at)::float8
+                extract(epoch FROM now() - last_seen_at)::float8,
+                extract(epoch FROM now() - created_at)::float8
            FROM sessions
           WHERE token_hash = $1 AND expires_at > now()
             AND (mfa_pending OR last_seen_at > now() - make_interval(secs => $2))",
@@ -69,6 +73,7 @@ pub fn find_valid(
         failed_codes: r.get(3),
         remaining: r.get(4),
         since_seen: r.get(5),
+        age: r.get(6),
     }))
 }
 

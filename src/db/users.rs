@@ -95,12 +95,14 @@ pub fn set_password(
     Ok(())
 }
 
-pub fn mark_verified(c: &mut impl GenericClient, id: i64) -> Result<(), postgres::Error> {
-    c.execute(
+/// Marks the address verified; true when it was not verified before (the address has just
+/// been proven).
+pub fn mark_verified(c: &mut impl GenericClient, id: i64) -> Result<bool, postgres::Error> {
+    let n = c.execute(
         "UPDATE users SET email_verified = true, updated_at = now() WHERE id = $1 AND NOT email_verified",
         &[&id],
     )?;
-    Ok(())
+    Ok(n == 1)
 }
 
 /// Removes the password: the account can then be entered only through its linked identity

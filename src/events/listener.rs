@@ -174,6 +174,13 @@ fn change(core: &Core, client: &mut Client, payload: &str) -> Result<(), postgre
             return Ok(());
         }
     };
+    // A project's own announcement names its organization now: the cached project ->
+    // organization lookup follows a move before any later change of the project is routed.
+    if let (true, Some(project), Some(org)) =
+        (change.kind == "project", change.project_id, change.org_id)
+    {
+        core.hub.remember_project(project, org);
+    }
     if let Some(project) = core.hub.unknown_project(&change) {
         if let Some(org) = visibility::org_of_project(client, project)? {
             core.hub.remember_project(project, org);

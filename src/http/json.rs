@@ -27,6 +27,15 @@ impl Fields {
         }
     }
 
+    /// An optional string field (absent or null is `None`).
+    pub fn optional_string(&self, name: &str) -> Result<Option<&str>, ApiError> {
+        match self.0.get(name) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(s)) => Ok(Some(s)),
+            Some(_) => Err(ApiError::invalid(name, "must be a string")),
+        }
+    }
+
     /// A required string field.
     pub fn string(&self, name: &str) -> Result<&str, ApiError> {
         match self.0.get(name) {

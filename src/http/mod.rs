@@ -4,6 +4,7 @@
 
 pub mod cookies;
 pub mod csrf;
+pub mod framing;
 pub mod json;
 
 use std::net::{IpAddr, SocketAddr};

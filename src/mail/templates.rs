@@ -72,6 +72,14 @@ pub(super) fn template(kind: &str, console_url: &str, link: Option<String>) -> O
             link: sign_in,
             outro: "If it was you, there is nothing to do.",
         },
+        "mfa_recovery_codes" => Mail {
+            subject: "New recovery codes were made",
+            intro: "New two-factor recovery codes were made for your console account; the old \
+                    ones no longer work. If this wasn't you, reset your password now from the \
+                    sign-in page:",
+            link: sign_in,
+            outro: "If it was you, there is nothing to do.",
+        },
         "mfa_disabled" => Mail {
             subject: "Two-factor sign-in was disabled",
             intro: "Two-factor sign-in was disabled on your console account. If this wasn't you, \
@@ -95,6 +103,7 @@ mod tests {
             "password_reset",
             "mfa_enabled",
             "mfa_disabled",
+            "mfa_recovery_codes",
         ] {
             let mail = template(
                 kind,

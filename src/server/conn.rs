@@ -69,6 +69,9 @@ pub fn serve(
         } else if too_large {
             Err(ApiError::new(Code::HeaderTooLarge)
                 .message("The request head is larger than 16 KiB."))
+        } else if let Err(e) = framing(&rq) {
+            // No trustworthy end of this request: answered, then the connection closes.
+            Err(e)
         } else {
             read_body(&mut rq, app.config.body_timeout)
         };
@@ -117,6 +120,17 @@ fn refuse_unread(rq: tiny_http::Request, e: &ApiError, conn: &Arc<Conn>, shared:
     conn.arm(Phase::Drain);
     super::worker::respond(rq, router::finish(&path, Response::from_error(e)));
     conn.disarm();
+}
+
+/// RFC 9112 framing of the head (src/http/framing.rs).
+fn framing(rq: &tiny_http::Request) -> Result<(), ApiError> {
+    let version = rq.http_version();
+    let headers = rq.headers();
+    crate::http::framing::check(&crate::http::framing::Head {
+        version: (version.0, version.1),
+        host: headers.get("Host").map(|v| v.as_ref().as_str()),
+        content_length: headers.get("Content-Length").map(|v| v.as_ref().as_str()),
+    })
 }
 
 /// After `timeout`, a body must keep arriving at this rate (Apache's `MinRate=500`).

@@ -1,23 +1,25 @@
-//! Which account an external identity signs in to, decided and acted on in one transaction:
+//! Which account an external identity signs in to, decided and acted on in one transaction.
+//!
+//! First of all, the provider must assert that the person controls the address it reports.
+//! Anyone can type any address into a provider account; if the provider has not verified it,
+//! the sign-in is refused with `email_unverified` before anything else: it neither creates an
+//! account, nor enters one (even through an existing link), nor is linked. Then:
 //!
 //! 1. a known (provider, subject) signs in its linked user;
-//! 2. else an account whose email equals the provider's address is linked, but only when the
-//!    provider asserts that the address is verified. If the provider has not verified it, the
-//!    sign-in is refused (`oauth_failed`) rather than linked: anyone can claim an unverified
-//!    address at a provider, and linking would hand them the account;
-//! 3. else a new user is created: no password, `email_verified` as the provider asserts, a
-//!    personal organization with its `default` project (as at signup), and a verification mail
-//!    when the address is not verified.
+//! 2. else the account whose email equals the provider's verified address is linked;
+//! 3. else a new user is created: no password, address verified, a personal organization with
+//!    its `default` project (as at signup).
 //!
-//! Linking to an account whose own address was never verified also removes that account's
-//! password and ends its sessions: whoever created it never proved they own the address, while
-//! the person now signing in has (the "pre-hijacked account" attack).
+//! Linking to an account whose own address was never verified proves the address: that
+//! account's password is removed, its sessions end and every other link goes (see
+//! `auth::prove_address`): whoever created them never proved they own the address, while the
+//! person now signing in has (the "pre-hijacked account" attack).
 
 use super::{Identity, Provider, Refusal};
 use crate::app::App;
 use crate::auth;
 use crate::db::users::{self, User};
-use crate::db::{self, identities, orgs, outbox, sessions};
+use crate::db::{self, identities, orgs, sessions};
 use crate::http::json::Email;
 use crate::http::Response;
 
@@ -44,23 +46,21 @@ fn resolve(
     provider: Provider,
     identity: &Identity,
 ) -> Result<User, Refusal> {
-    let email = identity.email.as_ref();
+    let email = match &identity.email {
+        Some(email) if identity.email_verified => email,
+        Some(_) => {
+            return Err(Refusal::unverified(
+                "the provider has not verified the address",
+            ))
+        }
+        None => return Err(Refusal::unverified("the provider gave no email address")),
+    };
     if let Some(user_id) = identities::find_user(tx, provider.name(), &identity.subject)? {
-        identities::update_email(
-            tx,
-            provider.name(),
-            &identity.subject,
-            email.map(Email::as_str),
-        )?;
+        identities::update_email(tx, provider.name(), &identity.subject, Some(email.as_str()))?;
         return users::find(tx, user_id)?.ok_or_else(|| Refusal::failed("the linked user is gone"));
     }
-    let email = email.ok_or_else(|| Refusal::failed("the provider gave no email address"))?;
     match users::find_by_email(tx, email)? {
-        Some(user) if identity.email_verified => link_existing(tx, provider, identity, user),
-        Some(user) => Err(Refusal::failed(format!(
-            "user_id={} has this address, which the provider has not verified: not linked",
-            user.id
-        ))),
+        Some(user) => link_existing(tx, provider, identity, user),
         None => create(tx, provider, identity, email),
     }
 }
@@ -73,7 +73,7 @@ fn link_existing(
 ) -> Result<User, Refusal> {
     link(tx, provider, identity, user.id)?;
     if !user.email_verified {
-        users::mark_verified(tx, user.id)?;
+        auth::prove_address(tx, user.id, Some((provider.name(), &identity.subject)))?;
         users::clear_password(tx, user.id)?;
         sessions::delete_for_user(tx, user.id, None)?;
     }
@@ -88,13 +88,11 @@ fn create(
     email: &Email,
 ) -> Result<User, Refusal> {
     let name = display_name(&identity.name, email);
-    let user = users::insert(tx, email, &name, None, identity.email_verified)?
+    // Only a verified address gets this far (see `resolve`).
+    let user = users::insert(tx, email, &name, None, true)?
         .ok_or_else(|| Refusal::failed("the address was taken concurrently"))?;
     orgs::create_personal(tx, user.id, &name)?;
     link(tx, provider, identity, user.id)?;
-    if !identity.email_verified {
-        outbox::enqueue(tx, "verify_email", user.id, &user.email)?;
-    }
     log::info!("oauth {provider}: new user_id={}", user.id);
     Ok(user)
 }

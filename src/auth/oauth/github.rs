@@ -19,7 +19,7 @@ pub fn identity(exchange: &Exchange) -> Result<Identity, Refusal> {
         .ok_or_else(|| Refusal::failed("github: /user without a numeric id"))?;
     let emails = exchange.get(&format!("{api}/user/emails"), access_token, ACCEPT)?;
     let email = primary_verified(&emails)
-        .ok_or_else(|| Refusal::failed("github: no verified primary email"))?;
+        .ok_or_else(|| Refusal::unverified("github: no verified primary email"))?;
     let email = Email::parse(email)
         .map_err(|_| Refusal::failed("github: the primary address is not an email address"))?;
     let name = [&user["name"], &user["login"]]

@@ -5,8 +5,9 @@
 //! the browser by the HttpOnly cookie `svc_oauth`, and redirects to the provider. `callback`
 //! consumes the attempt, checks that it belongs to this provider (mix-up defence) and to this
 //! browser, exchanges the code, and signs the user in (see `accounts`). Every refusal is a 302 to
-//! `{console}/login?error=oauth_failed` (`oauth_denied` when the user declined at the provider)
-//! without a session; an unknown or unconfigured provider is 404 on both endpoints.
+//! `{console}/login?error=oauth_failed` without a session (`oauth_denied` when the user declined
+//! at the provider, `email_unverified` when the provider does not vouch for the address); an
+//! unknown or unconfigured provider is 404 on both endpoints.
 //!
 //! No database connection is held while a provider is called, and every provider call is bounded
 //! by `CONSOLED_OAUTH_TIMEOUT_SECONDS`. Codes, tokens and state values are never logged.
@@ -95,34 +96,39 @@ pub struct Identity {
 }
 
 /// Why a callback did not sign anyone in. `reason` is for the log only and never carries a
-/// secret; the browser learns only `oauth_denied` or `oauth_failed`.
+/// secret; the browser learns only `code`: `oauth_denied`, `email_unverified` or `oauth_failed`.
 #[derive(Debug)]
 pub struct Refusal {
-    denied: bool,
+    code: &'static str,
     reason: String,
 }
 
 impl Refusal {
     pub fn failed(reason: impl Into<String>) -> Refusal {
         Refusal {
-            denied: false,
+            code: "oauth_failed",
+            reason: reason.into(),
+        }
+    }
+
+    /// The provider gave no address it has verified: the person may not own it, so the
+    /// identity may neither create, enter nor be linked to an account.
+    pub fn unverified(reason: impl Into<String>) -> Refusal {
+        Refusal {
+            code: "email_unverified",
             reason: reason.into(),
         }
     }
 
     fn denied() -> Refusal {
         Refusal {
-            denied: true,
+            code: "oauth_denied",
             reason: "the user declined at the provider".into(),
         }
     }
 
     fn code(&self) -> &'static str {
-        if self.denied {
-            "oauth_denied"
-        } else {
-            "oauth_failed"
-        }
+        self.code
     }
 }
 

@@ -1,0 +1,319 @@
+//! No secret in any log at any level (issue 15, item 5): the real `consoled` binary runs with
+//! `RUST_LOG=trace` through signup, email verification, the second factor, Google and GitHub
+//! sign-in, an API token, forgot and reset; then its whole log is searched for every secret the
+//! run created or used, in every form a logger could print it.
+
+mod common;
+
+use std::fs::File;
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use common::fake_idp::{AuthRequest, FakeIdp, Profile, CLIENT_SECRET};
+use common::smtp::SmtpSink;
+use common::*;
+use consoled::crypto::{base32_decode, totp_code, unix_now, TOTP_STEP};
+use consoled::http::percent_encode;
+use serde_json::json;
+
+const CONSOLE: &str = "http://console.test";
+const NEW_PASSWORD: &str = "a brand new secret 42";
+
+struct Server {
+    child: Child,
+    addr: SocketAddr,
+    log: std::path::PathBuf,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_file(&self.log);
+    }
+}
+
+/// The binary, as an operator runs it, with every log level on; stderr goes to a file.
+fn start(env: &[(String, String)]) -> Server {
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let log = std::env::temp_dir().join(format!("consoled-log-{}.txt", unique()));
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_consoled"));
+    cmd.env("DATABASE_URL", database_url())
+        .env("CONSOLED_LISTEN", format!("127.0.0.1:{port}"))
+        .env("CONSOLED_COOKIE_SECURE", "false")
+        .env("CONSOLED_TRUSTED_PROXIES", "127.0.0.1")
+        .env("CONSOLED_CONSOLE_URL", CONSOLE)
+        .env("RUST_LOG", "trace")
+        .stdout(Stdio::null())
+        .stderr(File::create(&log).unwrap());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let server = Server {
+        child: cmd.spawn().expect("start consoled"),
+        addr: format!("127.0.0.1:{port}").parse().unwrap(),
+        log,
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while TcpStream::connect(server.addr).is_err() {
+        assert!(Instant::now() < deadline, "consoled did not start");
+        thread::sleep(Duration::from_millis(50));
+    }
+    server
+}
+
+/// The forms a secret may take in a log line: as is, percent-encoded (query strings, form
+/// bodies), and for raw bytes hex and the `[1, 2, 3]` of a `Debug` print.
+fn forms(secret: &str) -> Vec<String> {
+    vec![secret.to_string(), percent_encode(secret)]
+}
+
+fn byte_forms(bytes: &[u8]) -> Vec<String> {
+    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    let list = format!("{:?}", &bytes[..8]);
+    vec![hex, list[1..list.len() - 1].to_string()]
+}
+
+/// Posts a mailed token. The sender stores a token in the transaction that commits just after
+/// the SMTP server took the mail, so a client this fast may be a moment early: it retries.
+fn use_link(c: &mut Client, path: &str, body: &serde_json::Value) {
+    let deadline = Instant::now() + Duration::from_secs(2);
+    loop {
+        let r = c.post(path, body);
+        if r.status == 204 || Instant::now() > deadline {
+            r.expect(204);
+            return;
+        }
+        r.expect_error(400, "invalid_token");
+        thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Whether `needle` occurs in `line`; a number (a TOTP code) only when no digit is next to it,
+/// so that a timestamp or an id never counts.
+fn contains(line: &str, needle: &str) -> bool {
+    if !needle.bytes().all(|b| b.is_ascii_digit()) {
+        return line.contains(needle);
+    }
+    line.match_indices(needle).any(|(i, _)| {
+        let before = line[..i].bytes().last();
+        let after = line[i + needle.len()..].bytes().next();
+        !before.is_some_and(|b| b.is_ascii_digit()) && !after.is_some_and(|b| b.is_ascii_digit())
+    })
+}
+
+fn sign_in(
+    c: &mut Client,
+    idp: &FakeIdp,
+    provider: &str,
+    profile: &Profile,
+    secrets: &mut Vec<String>,
+) {
+    let r = c.get(&format!("/auth/oauth/{provider}/start"));
+    r.expect(302);
+    let auth = AuthRequest::parse(r.header("location").unwrap());
+    secrets.push(auth.get("state").to_string());
+    if provider == "google" {
+        secrets.push(auth.get("nonce").to_string());
+    }
+    secrets.push(c.cookies["svc_oauth"].clone());
+    let code = idp.authorize(&auth, profile);
+    secrets.push(code.clone());
+    let r = c.get(&format!(
+        "/auth/oauth/{provider}/callback?code={}&state={}",
+        percent_encode(&code),
+        percent_encode(auth.get("state"))
+    ));
+    r.expect(302);
+    assert_eq!(r.header("location"), Some("http://console.test/"));
+    secrets.push(c.cookies["svc_session"].clone());
+}
+
+#[test]
+fn a_full_run_at_trace_level_logs_no_secret() {
+    let sink = SmtpSink::start();
+    let google = FakeIdp::google();
+    let github = FakeIdp::github();
+    let mut env = google.env();
+    env.extend(github.env());
+    env.push(("CONSOLED_SMTP_URL".into(), sink.url()));
+    let server = start(&env);
+    let mut secrets: Vec<String> = vec![PASSWORD.into(), NEW_PASSWORD.into(), CLIENT_SECRET.into()];
+    let mut raw_secrets: Vec<Vec<u8>> = Vec::new();
+
+    // Signup and email verification.
+    let mut c = Client::new(server.addr);
+    let (email, _) = c.signup();
+    secrets.push(c.cookies["svc_session"].clone());
+    secrets.push(c.cookies["svc_csrf"].clone());
+    let verify = sink.wait_for(&email, 1, Duration::from_secs(20))[0]
+        .token("verify-email")
+        .unwrap();
+    secrets.push(verify.clone());
+    use_link(&mut c, "/auth/verify-email", &json!({ "token": verify }));
+
+    // The second factor: setup, enable, login with a code, a recovery code, new codes.
+    let r = c.post("/auth/mfa/totp/setup", &json!({"password": PASSWORD}));
+    r.expect(200);
+    let secret32 = r.json()["secret"].as_str().unwrap().to_string();
+    let secret = base32_decode(&secret32).unwrap();
+    secrets.push(secret32);
+    raw_secrets.push(secret.clone());
+    let step = unix_now() / TOTP_STEP;
+    let code = totp_code(&secret, step);
+    secrets.push(code.clone());
+    let r = c.post("/auth/mfa/totp/enable", &json!({ "code": code }));
+    r.expect(200);
+    let recovery: Vec<String> = r.json()["recovery_codes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap().to_string())
+        .collect();
+    let mut p = Client::new(server.addr);
+    p.login(&email, PASSWORD).expect(200);
+    secrets.push(p.cookies["svc_session"].clone());
+    let code = totp_code(&secret, step + 1);
+    secrets.push(code.clone());
+    p.post("/auth/mfa/totp", &json!({ "code": code }))
+        .expect(200);
+    secrets.push(p.cookies["svc_session"].clone());
+    let r = p.post(
+        "/auth/mfa/recovery-codes",
+        &json!({"code": recovery[0], "password": PASSWORD}),
+    );
+    r.expect(200);
+    for code in recovery.iter().chain(
+        r.json()["recovery_codes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap())
+            .map(str::to_string)
+            .collect::<Vec<_>>()
+            .iter(),
+    ) {
+        secrets.push(code.clone());
+        secrets.push(code.replace('-', ""));
+    }
+
+    // Google and GitHub sign-in; the provider saw the PKCE verifier and the access tokens.
+    let mut g = Client::new(server.addr);
+    sign_in(
+        &mut g,
+        &google,
+        "google",
+        &Profile::new(&unique_email()),
+        &mut secrets,
+    );
+    let mut h = Client::new(server.addr);
+    sign_in(
+        &mut h,
+        &github,
+        "github",
+        &Profile::new(&unique_email()),
+        &mut secrets,
+    );
+    for seen in google.seen().iter().chain(github.seen().iter()) {
+        for pair in seen.body.split('&') {
+            if let Some(v) = pair.strip_prefix("code_verifier=") {
+                secrets.push(v.to_string());
+            }
+        }
+        if let Some(bearer) = seen.headers.get("authorization") {
+            if let Some(token) = bearer.strip_prefix("Bearer ") {
+                secrets.push(token.to_string());
+            }
+        }
+    }
+
+    // An API token used on the event stream.
+    let org = c.get("/auth/session").json()["organizations"][0]["id"]
+        .as_i64()
+        .unwrap();
+    let project: i64 = db()
+        .query_one("SELECT id FROM projects WHERE org_id = $1", &[&org])
+        .unwrap()
+        .get(0);
+    let out = Command::new(env!("CARGO_BIN_EXE_consoled"))
+        .args(["token", "create", "--project", &project.to_string()])
+        .env("DATABASE_URL", database_url())
+        .env("RUST_LOG", "trace")
+        .output()
+        .unwrap();
+    let token: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let token = token["token"].as_str().unwrap().to_string();
+    secrets.push(token.clone());
+    let cli_log = String::from_utf8_lossy(&out.stderr).to_string();
+    let stream = common::sse::open(
+        server.addr,
+        &[("Authorization", &format!("Bearer {token}"))],
+    );
+    assert_eq!(stream.status, 200);
+    drop(stream);
+
+    // Forgot and reset.
+    let mut anonymous = Client::new(server.addr);
+    anonymous
+        .post("/auth/password/forgot", &json!({ "email": email }))
+        .expect(204);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let reset = loop {
+        let found = sink
+            .to(&email)
+            .iter()
+            .find_map(|m| m.token("reset-password"));
+        if let Some(t) = found {
+            break t;
+        }
+        assert!(Instant::now() < deadline, "no reset mail");
+        thread::sleep(Duration::from_millis(20));
+    };
+    secrets.push(reset.clone());
+    use_link(
+        &mut anonymous,
+        "/auth/password/reset",
+        &json!({"token": reset, "password": NEW_PASSWORD}),
+    );
+    let hash: String = db()
+        .query_one(
+            "SELECT password_hash FROM users WHERE email = $1",
+            &[&email],
+        )
+        .unwrap()
+        .get(0);
+    secrets.push(hash);
+
+    // An error without a log detail is one of consoled's own debug records.
+    Client::new(server.addr)
+        .get("/auth/session")
+        .expect_error(401, "unauthorized");
+    thread::sleep(Duration::from_millis(500));
+    let log = std::fs::read_to_string(&server.log).unwrap() + &cli_log;
+    // The run was logged at trace level: our own records are there, debug ones included.
+    assert!(log.contains("listening on"), "{log}");
+    assert!(log.contains("password reset user_id="), "{log}");
+    assert!(
+        log.contains(" DEBUG consoled"),
+        "consoled's own debug records pass"
+    );
+    let mut leaks = Vec::new();
+    let texts = secrets.iter().flat_map(|s| forms(s));
+    let bytes = raw_secrets.iter().flat_map(|b| byte_forms(b));
+    for needle in texts.chain(bytes) {
+        if let Some(line) = log.lines().find(|l| contains(l, &needle)) {
+            leaks.push(format!("{needle}: {}", &line[..line.len().min(300)]));
+        }
+    }
+    assert!(
+        leaks.is_empty(),
+        "secrets in the log:\n{}",
+        leaks.join("\n")
+    );
+}
