@@ -711,7 +711,10 @@ fn a_request_pipelined_behind_an_open_stream_ends_it_and_frees_the_slot() {
     // The one slot of this account is free again within a second: a new stream opens.
     let t = Instant::now();
     while sse::open(server.addr, &[("Cookie", &a.cookie())]).status != 200 {
-        assert!(t.elapsed() < Duration::from_secs(1), "the slot was not freed");
+        assert!(
+            t.elapsed() < Duration::from_secs(1),
+            "the slot was not freed"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
     server.client().get("/healthz").expect(200);
