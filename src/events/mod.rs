@@ -105,6 +105,11 @@ impl StreamPlan {
         self.sub.signals.clone()
     }
 
+    /// How long the stream may be unable to send before it ends.
+    pub fn stall(&self) -> Duration {
+        self.timing.stall
+    }
+
     /// Runs the stream on the calling thread until something ends it; says why.
     pub fn run(self, out: &mut dyn Outlet) -> End {
         stream::run(&self.sub, self.timing, out)

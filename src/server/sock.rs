@@ -291,6 +291,13 @@ pub fn set_nodelay(fd: RawFd) -> io::Result<()> {
     set_int(fd, libc::IPPROTO_TCP, libc::TCP_NODELAY, 1)
 }
 
+/// Aborts the connection when sent data stays unacknowledged this long (a client that vanished:
+/// no ACKs), instead of after the kernel's default of about 15 minutes of retransmissions.
+pub fn set_user_timeout(fd: RawFd, d: Duration) -> io::Result<()> {
+    let ms = d.as_millis().min(i32::MAX as u128) as libc::c_int;
+    set_int(fd, libc::IPPROTO_TCP, libc::TCP_USER_TIMEOUT, ms)
+}
+
 /// Caps the kernel's send buffer of a socket (it then stops growing it on its own).
 pub fn set_send_buffer(fd: RawFd, bytes: usize) -> io::Result<()> {
     set_int(

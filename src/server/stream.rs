@@ -45,6 +45,9 @@ pub fn run(start: Start, fd: RawFd, watcher: &Watcher, stopping: &AtomicBool, me
     } = start;
     let _ = sock::set_nodelay(fd);
     let _ = sock::set_send_buffer(fd, SEND_BUFFER);
+    // A client that vanished acknowledges nothing: the kernel gives up after the stall time,
+    // which wakes the watcher, and the stream ends as `client_gone`.
+    let _ = sock::set_user_timeout(fd, plan.stall());
     let signals = plan.signals();
     let key = watcher.add(fd, signals.clone());
     if stopping.load(Ordering::SeqCst) {
