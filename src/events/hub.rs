@@ -10,7 +10,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use crossbeam_channel::{Receiver, TrySendError};
+use crossbeam_channel::Receiver;
 
 use super::leases::LeaseBook;
 use super::signal::{End, Signals};
@@ -28,6 +28,8 @@ pub enum Scope {
 
 struct Sub {
     scope: Scope,
+    /// Changes that may wait in the queue.
+    capacity: usize,
     tx: crossbeam_channel::Sender<Msg>,
     /// The hub's own end of the stream's queue, to empty it when it overflows.
     rx: Receiver<Msg>,
@@ -40,19 +42,16 @@ impl Sub {
     /// for) and this newer one is queued behind the `resync`. Returns false when changes were
     /// dropped.
     fn deliver(&self, event: &Msg) -> bool {
-        match self.tx.try_send(event.clone()) {
-            Ok(()) => {
-                self.signals.wake();
-                true
-            }
-            Err(TrySendError::Disconnected(_)) => true,
-            Err(TrySendError::Full(event)) => {
-                while self.rx.try_recv().is_ok() {}
-                self.signals.flag_resync();
-                let _ = self.tx.try_send(event);
-                false
-            }
+        // Only the listener thread delivers, so the queue cannot fill between the look and the send.
+        let full = self.tx.len() >= self.capacity;
+        if full {
+            while self.rx.try_recv().is_ok() {}
+            self.signals.flag_resync();
         }
+        if self.tx.send(event.clone()).is_ok() {
+            self.signals.wake();
+        }
+        !full
     }
 }
 
@@ -151,11 +150,14 @@ impl Hub {
         scope: Scope,
         capacity: usize,
     ) -> (Subscription, Option<u64>) {
-        let (tx, rx) = crossbeam_channel::bounded(capacity);
+        // Unbounded in crossbeam's terms, bounded by `deliver`: a bounded channel allocates all of
+        // its slots up front (6 KiB for 256), this one a block of 31 at a time while changes wait.
+        let (tx, rx) = crossbeam_channel::unbounded();
         let signals = Arc::new(Signals::default());
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let sub = Arc::new(Sub {
             scope,
+            capacity,
             tx,
             rx: rx.clone(),
             signals: signals.clone(),

@@ -128,7 +128,10 @@ fn accept_one(
     };
     // Find the socket and give it its real read time-out (which removes the mark); a
     // connection we cannot guard is not served.
-    let fd = sock::find_fresh(listener, mark, hint)
+    let fds = sock::find_fresh(listener, mark, hint);
+    let fd = fds
+        .first()
+        .copied()
         .filter(|&fd| sock::set_read_timeout(fd, shared.app.config.read_timeout).is_ok());
     let Some(fd) = fd else {
         log::warn!("closed an accepted connection whose socket could not be found");
@@ -157,7 +160,7 @@ fn accept_one(
         .name("conn".into())
         .stack_size(CONNECTION_STACK)
         .spawn(move || {
-            let streamed = conn::serve(client, fd, &conn, &queue, &shared2);
+            let streamed = conn::serve(client, &fds, &conn, &queue, &shared2);
             drop(conn);
             drop(share);
             shared2

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{bounded, Sender};
 
 use super::guard::{Conn, InFlight, Phase};
-use super::{stream, Shared};
+use super::{sock, stream, Shared};
 use crate::error::{ApiError, Code};
 use crate::http::{Response, MAX_BODY};
 use crate::router;
@@ -37,11 +37,12 @@ pub enum Outcome {
     Close,
 }
 
-/// Serves one connection until it closes. Returns whether it became a stream (and so gave up
-/// tiny_http's read half and its descriptor early).
+/// Serves one connection until it closes. `fds` are its descriptors (tiny_http's two halves).
+/// Returns whether it became a stream (and so gave up tiny_http's read half and its descriptor
+/// early).
 pub fn serve(
     mut requests: impl Iterator<Item = Result<tiny_http::Request, impl std::fmt::Debug>>,
-    fd: RawFd,
+    fds: &[RawFd],
     conn: &Arc<Conn>,
     queue: &Sender<Incoming>,
     shared: &Shared,
@@ -95,9 +96,19 @@ pub fn serve(
         match rx.recv() {
             Ok(Outcome::Answered) => continue,
             Ok(Outcome::Stream(start)) => {
-                // The read half goes (its descriptor closes); the stream writes on the other.
+                // The read half goes (its descriptor closes); the stream writes on the other,
+                // the one descriptor that is still this connection.
+                let ends = fds.first().and_then(|&fd| sock::ends(fd));
                 drop(requests);
                 shared.fds.fetch_sub(1, Ordering::SeqCst);
+                let fd = fds
+                    .iter()
+                    .copied()
+                    .find(|&fd| ends.is_some() && sock::ends(fd) == ends);
+                let Some(fd) = fd else {
+                    log::error!("a stream's socket could not be told apart; closing it");
+                    return true;
+                };
                 let stopping = &app.stopping;
                 stream::run(*start, fd, &shared.watcher, stopping, &app.metrics);
                 return true;

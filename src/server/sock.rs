@@ -151,20 +151,36 @@ fn serves(listen: SocketAddr, local: SocketAddr) -> bool {
     local.port() == listen.port() && (listen.ip().is_unspecified() || local.ip() == listen.ip())
 }
 
-/// Finds a descriptor of the connection tiny_http has just accepted from `listener`: first at
-/// and just above `hint`, else among all open descriptors.
-pub fn find_fresh(listener: &TcpListener, mark: Duration, hint: Option<RawFd>) -> Option<RawFd> {
+/// Finds the descriptors of the connection tiny_http has just accepted from `listener` (the
+/// accepted one, its write half, and the `try_clone` it reads from): first at and just above
+/// `hint`, else among all open descriptors. Which is which cannot be told from the numbers (another
+/// thread may free a lower number meanwhile); `ends` tells the survivor once the read half is gone.
+pub fn find_fresh(listener: &TcpListener, mark: Duration, hint: Option<RawFd>) -> Vec<RawFd> {
     let lfd = listener.as_raw_fd();
-    let listen = listener.local_addr().ok()?;
+    let Ok(listen) = listener.local_addr() else {
+        return Vec::new();
+    };
+    let fresh = |fd: &RawFd| is_fresh(*fd, lfd, listen, mark);
     if let Some(h) = hint {
-        if let Some(fd) = (h..h + 16).find(|&fd| is_fresh(fd, lfd, listen, mark)) {
-            return Some(fd);
+        let near: Vec<RawFd> = (h..h + 16).filter(fresh).collect();
+        if near.len() == 2 {
+            return near;
         }
     }
-    std::fs::read_dir("/proc/self/fd")
-        .ok()?
+    let Ok(dir) = std::fs::read_dir("/proc/self/fd") else {
+        return Vec::new();
+    };
+    let mut all: Vec<RawFd> = dir
         .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<RawFd>().ok())
-        .find(|&fd| is_fresh(fd, lfd, listen, mark))
+        .filter(fresh)
+        .collect();
+    all.sort_unstable();
+    all
+}
+
+/// The two ends of a connection: what tells one TCP connection from every other.
+pub fn ends(fd: RawFd) -> Option<(SocketAddr, SocketAddr)> {
+    Some((local_addr(fd).ok()?, peer_addr(fd).ok()?))
 }
 
 /// Offset of `tcpi_bytes_received` in Linux's `struct tcp_info` (since Linux 4.1).
@@ -296,6 +312,15 @@ pub fn set_nodelay(fd: RawFd) -> io::Result<()> {
 pub fn set_user_timeout(fd: RawFd, d: Duration) -> io::Result<()> {
     let ms = d.as_millis().min(i32::MAX as u128) as libc::c_int;
     set_int(fd, libc::IPPROTO_TCP, libc::TCP_USER_TIMEOUT, ms)
+}
+
+/// Marks the calling thread as a batch thread (`SCHED_BATCH`): when it is woken, it does not
+/// preempt the thread that woke it.
+pub fn batch_scheduling() -> io::Result<()> {
+    let param = libc::sched_param { sched_priority: 0 };
+    // SAFETY: a valid sched_param for pid 0 (the calling thread).
+    check(unsafe { libc::sched_setscheduler(0, libc::SCHED_BATCH, &param) })?;
+    Ok(())
 }
 
 /// Caps the kernel's send buffer of a socket (it then stops growing it on its own).
