@@ -51,9 +51,10 @@ bench:
 
 # consoled against the async reference under benches/compare (its own Cargo workspace, never
 # built by run or test): the same stream ladder, back to back, one database; table and PNGs in
-# docs/bench-compare/. QUICK=1: a smaller ladder into benches/out/compare-quick/. BENCHMARKS.md.
+# docs/bench-compare/. QUICK=1: a smaller ladder into benches/out/compare-quick/; ROUNDS=N repeats
+# the pair, alternating which goes first. See BENCHMARKS.md.
 bench-compare:
-	@QUICK="$(QUICK)" benches/compare/run.sh
+	@QUICK="$(QUICK)" ROUNDS="$(ROUNDS)" benches/compare/run.sh
 
 clean: db-down
 	rm -rf .pg target mail

@@ -2,7 +2,8 @@
 # `make bench-compare [QUICK=1]`: builds consoled and the async reference (release), runs the same
 # stream ladder against each, back to back on one database, and writes the ratio table and the
 # PNG plots. The full run writes into docs/bench-compare/ (what BENCHMARKS.md shows); QUICK=1 into
-# benches/out/compare-quick/ (not kept) and takes a few minutes once both are built.
+# benches/out/compare-quick/ (not kept) and takes about a minute once both are built. ROUNDS=N
+# repeats the pair N times, alternating which goes first (medians and the range of the ratios).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -37,7 +38,7 @@ started=$SECONDS
 DATABASE_URL="$url" benches/compare/target/release/sseload \
     --consoled target/release/consoled \
     --async-ref benches/compare/target/release/async-ref \
-    --out "$out" "${mode[@]}"
+    --out "$out" --rounds "${ROUNDS:-1}" "${mode[@]}"
 echo "bench-compare: ladder ran in $((SECONDS - started)) s" >&2
 
 if command -v gnuplot >/dev/null; then

@@ -3,11 +3,17 @@
 //! gnuplot script for the plots. `make bench-compare` runs it; see BENCHMARKS.md.
 //!
 //!     sseload --consoled BIN --async-ref BIN --out DIR [--quick] [--only consoled|async-ref]
+//!             [--rounds N] [--held-cap N]
+//!
+//! `--rounds N` repeats the pair N times, alternating which server goes first, so that a drift
+//! of the machine's load shows as a range instead of favouring one side. `--held-cap N`: the most
+//! streams the held rung opens (default: the client's open-file limit; 3,000 with --quick).
 //!
 //! Needs `DATABASE_URL` (consoled's schema is applied with `consoled migrate`).
 
 mod client;
 mod ladder;
+mod plots;
 mod procfs;
 mod report;
 mod server;
@@ -25,6 +31,8 @@ struct Args {
     out: PathBuf,
     quick: bool,
     only: Option<String>,
+    held_cap: Option<usize>,
+    rounds: usize,
 }
 
 fn args() -> Args {
@@ -34,6 +42,8 @@ fn args() -> Args {
         out: "benches/out/compare".into(),
         quick: false,
         only: None,
+        held_cap: None,
+        rounds: 1,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -44,6 +54,8 @@ fn args() -> Args {
             "--out" => a.out = value().into(),
             "--only" => a.only = Some(value()),
             "--quick" => a.quick = true,
+            "--rounds" => a.rounds = value().parse().expect("--rounds N"),
+            "--held-cap" => a.held_cap = Some(value().parse().expect("--held-cap N")),
             other => panic!("unknown argument {other}"),
         }
     }
@@ -56,7 +68,7 @@ fn main() {
     let nofile = procfs::raise_nofile();
     // The client holds one descriptor per stream plus a few of its own.
     let client_cap = (nofile as usize).saturating_sub(200);
-    let plan = if args.quick {
+    let mut plan = if args.quick {
         Plan {
             rungs: vec![(1, 20, 2.5), (200, 50, 4.0), (1000, 10, 4.0)],
             held_cap: client_cap.min(3000),
@@ -73,6 +85,9 @@ fn main() {
             pollers: 2,
         }
     };
+    if let Some(cap) = args.held_cap {
+        plan.held_cap = cap.min(client_cap);
+    }
     std::fs::create_dir_all(&args.out).expect("output directory");
     server::migrate(&args.consoled, &database_url);
     let mut db = postgres::Client::connect(&database_url, postgres::NoTls).expect("database");
@@ -81,19 +96,28 @@ fn main() {
     let machine = report::machine();
     eprintln!("{machine}");
     let mut outcomes: Vec<Outcome> = Vec::new();
-    for (kind, bin) in [
-        (Kind::Consoled, &args.consoled),
-        (Kind::AsyncRef, &args.async_ref),
-    ] {
-        if args.only.as_deref().is_some_and(|o| o != kind.name()) {
-            continue;
+    for round in 0..args.rounds.max(1) {
+        let mut pair = [
+            (Kind::Consoled, &args.consoled),
+            (Kind::AsyncRef, &args.async_ref),
+        ];
+        if round % 2 == 1 {
+            pair.reverse();
         }
-        let mut server = Server::start(kind, bin, &database_url);
-        outcomes.push(ladder::run(&mut server, &plan, &mut db, project, &secret));
-        drop(server);
-        // Let the closed connections and the other server's exit settle before the next.
-        std::thread::sleep(Duration::from_secs(2));
+        for (kind, bin) in pair {
+            if args.only.as_deref().is_some_and(|o| o != kind.name()) {
+                continue;
+            }
+            eprintln!("round {}: {}", round + 1, kind.name());
+            let mut server = Server::start(kind, bin, &database_url);
+            outcomes.push(ladder::run(&mut server, &plan, &mut db, project, &secret));
+            drop(server);
+            // Let the closed connections and the server's exit settle before the next.
+            std::thread::sleep(Duration::from_secs(2));
+        }
     }
+    // The table lists consoled first whichever went first.
+    outcomes.sort_by_key(|o| o.server != Kind::Consoled.name());
     let json = serde_json::to_string_pretty(&outcomes).expect("json");
     std::fs::write(args.out.join("results.json"), json).expect("results.json");
     let table = report::write(&args.out, &machine, &outcomes, args.quick);
