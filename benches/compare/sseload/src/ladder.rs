@@ -91,6 +91,8 @@ pub fn run(
 ) -> Outcome {
     let auth = format!("Bearer {secret}");
     thread::sleep(Duration::from_secs(1));
+    // The idle sample comes first: a server that keeps closed streams for a while would
+    // otherwise count them as part of "idle".
     let mut out = Outcome {
         server: server.kind.name().to_string(),
         load_before: std::fs::read_to_string("/proc/loadavg").unwrap_or_default(),
@@ -99,8 +101,6 @@ pub fn run(
     };
     eprintln!("{}: release after close", out.server);
     out.release = release(server, &auth, plan.release);
-    thread::sleep(Duration::from_millis(500));
-    out.idle = procfs::sample(server.pid());
 
     let stamps = Arc::new(Stamps::new(1_000_000));
     let mut seq = 0usize;
