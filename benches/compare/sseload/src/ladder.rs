@@ -76,6 +76,9 @@ pub struct Release {
 pub struct Outcome {
     pub server: String,
     pub load_before: String,
+    /// CPU the rest of the machine used during this server's run (PostgreSQL included), as a
+    /// share of all cores × wall time: how much else competed.
+    pub others_share: f64,
     pub idle: Sample,
     pub release: Release,
     pub rungs: Vec<Rung>,
@@ -91,6 +94,9 @@ pub fn run(
 ) -> Outcome {
     let auth = format!("Bearer {secret}");
     thread::sleep(Duration::from_secs(1));
+    let began = Instant::now();
+    let ours = |pid: u32| procfs::cpu_seconds(pid) + procfs::cpu_seconds(std::process::id());
+    let cpu_at_start = (procfs::machine_busy_seconds(), ours(server.pid()));
     // The idle sample comes first: a server that keeps closed streams for a while would
     // otherwise count them as part of "idle".
     let mut out = Outcome {
@@ -128,10 +134,9 @@ pub fn run(
         out.rungs.push(Rung { name, ..rung });
     }
 
-    eprintln!(
-        "{}: opening streams until refused (cap {})",
-        out.server, plan.held_cap
-    );
+    // Never below what the rungs already opened.
+    let cap = plan.held_cap.max(pollers.open.load(Ordering::SeqCst));
+    eprintln!("{}: opening streams until refused (cap {cap})", out.server);
     let curve = Arc::new(Mutex::new(Vec::new()));
     let sampling = Arc::new(AtomicBool::new(true));
     let sampler = {
@@ -153,7 +158,7 @@ pub fn run(
         })
     };
     let started = Instant::now();
-    let (held, why) = open_until(server, &pollers, &auth, plan.held_cap);
+    let (held, why) = open_until(server, &pollers, &auth, cap);
     let open_s = started.elapsed().as_secs_f64();
     thread::sleep(Duration::from_secs(2));
     sampling.store(false, Ordering::SeqCst);
@@ -167,7 +172,7 @@ pub fn run(
     let check = emit(server, &pollers, &stamps, db, project, &mut seq, (1, 3.0));
     out.held = Held {
         streams: pollers.open.load(Ordering::SeqCst),
-        stopped_by: why.unwrap_or_else(|| format!("the tool's cap ({})", plan.held_cap)),
+        stopped_by: why.unwrap_or_else(|| format!("the tool's cap ({cap})")),
         open_s,
         with_streams,
         delivered: check.delivered,
@@ -183,6 +188,10 @@ pub fn run(
     if let Some(status) = server.exited() {
         out.held.stopped_by = format!("{} — server exited: {status}", out.held.stopped_by);
     }
+    let cores = thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+    let others =
+        (procfs::machine_busy_seconds() - cpu_at_start.0) - (ours(server.pid()) - cpu_at_start.1);
+    out.others_share = others.max(0.0) / (cores * began.elapsed().as_secs_f64());
     pollers.close_all();
     out
 }

@@ -60,6 +60,23 @@ fn clock_ticks() -> f64 {
     }
 }
 
+/// Busy CPU seconds of the whole machine so far (all but idle and iowait, `/proc/stat`).
+pub fn machine_busy_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    let fields: Vec<f64> = stat
+        .lines()
+        .next()
+        .unwrap_or("")
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|v| v.parse().ok())
+        .collect();
+    // user nice system idle iowait irq softirq steal ...
+    let total: f64 = fields.iter().take(8).sum();
+    let idle = fields.get(3).copied().unwrap_or(0.0) + fields.get(4).copied().unwrap_or(0.0);
+    (total - idle) / clock_ticks()
+}
+
 /// The value of a gauge in a Prometheus text page served at `addr` `/metrics`, if any.
 pub fn gauge(addr: SocketAddr, name: &str) -> Option<f64> {
     let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(1)).ok()?;

@@ -87,20 +87,22 @@ fn table(machine: &str, sides: &[Side], quick: bool) -> String {
         "---|".repeat(names.len()),
         if rounds > 1 { "---|" } else { "" }
     );
-    let loads: Vec<String> = sides
+    // How much else ran: the rest of the machine's CPU during each run (PostgreSQL included;
+    // a load average would also count the previous server's own runnable threads).
+    let others: Vec<String> = sides
         .iter()
         .map(|s| {
             s.runs
                 .iter()
-                .map(|o| num(load(&o.load_before), 1))
+                .map(|o| format!("{:.0} %", o.others_share * 100.0))
                 .collect::<Vec<_>>()
                 .join(", ")
         })
         .collect();
     let _ = writeln!(
         t,
-        "| load average (1 min) before each run | {} | |{}",
-        loads.join(" | "),
+        "| CPU of everything else during each run (PostgreSQL included), share of all cores | {} | |{}",
+        others.join(" | "),
         if rounds > 1 { " |" } else { "" }
     );
     release_row(&mut t, sides, rounds, "descriptors", |o| &o.release.fd_ms);
@@ -310,12 +312,4 @@ fn quantile(v: &[f64], q: f64) -> f64 {
         return f64::NAN;
     }
     s[((s.len() - 1) as f64 * q).round() as usize]
-}
-
-fn load(loadavg: &str) -> f64 {
-    loadavg
-        .split_whitespace()
-        .next()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(f64::NAN)
 }
