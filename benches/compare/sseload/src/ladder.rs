@@ -171,12 +171,13 @@ pub fn run(
     );
     let check = emit(server, &pollers, &stamps, db, project, &mut seq, (1, 3.0));
     out.held = Held {
-        streams: pollers.open.load(Ordering::SeqCst),
+        streams: held,
         stopped_by: why.unwrap_or_else(|| format!("the tool's cap ({cap})")),
         open_s,
         with_streams,
         delivered: check.delivered,
-        expected: check.expected,
+        // Every stream opened, not only those still open: a lost stream counts as not reached.
+        expected: (held * check.changes) as u64,
         // The rungs' samples first: the memory plot starts at one stream.
         curve: out
             .rungs
@@ -197,7 +198,7 @@ pub fn run(
 }
 
 /// Opens streams until `pollers` hold `target` (or the first refusal or failure). Returns the
-/// number open and why it stopped short.
+/// number opened so far and why it stopped short.
 fn open_until(
     server: &mut Server,
     pollers: &Pollers,
@@ -205,7 +206,9 @@ fn open_until(
     target: usize,
 ) -> (usize, Option<String>) {
     let failed: Mutex<Option<String>> = Mutex::new(None);
-    let claimed = AtomicUsize::new(pollers.open.load(Ordering::SeqCst));
+    let before = pollers.open.load(Ordering::SeqCst);
+    let claimed = AtomicUsize::new(before);
+    let opened = AtomicUsize::new(0);
     let addr = server.addr;
     thread::scope(|scope| {
         for _ in 0..8 {
@@ -218,7 +221,10 @@ fn open_until(
                     return;
                 }
                 match client::open(addr, i, auth) {
-                    Ok(s) => pollers.add(s),
+                    Ok(s) => {
+                        pollers.add(s);
+                        opened.fetch_add(1, Ordering::SeqCst);
+                    }
                     Err(why) => {
                         failed.lock().expect("failed").get_or_insert(why);
                         return;
@@ -231,7 +237,8 @@ fn open_until(
     if let Some(status) = server.exited() {
         why = Some(format!("server exited ({status})"));
     }
-    (pollers.open.load(Ordering::SeqCst), why)
+    // Counted as opened, not as still open: a server that crashed has closed them all by now.
+    (before + opened.into_inner(), why)
 }
 
 /// Commits changes at `rate` for `secs` and gathers what every open stream received.
