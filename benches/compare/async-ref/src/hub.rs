@@ -108,3 +108,39 @@ impl Drop for Subscription {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_change_reaches_its_project_in_consoleds_bytes() {
+        let hub = Hub::new(4);
+        let mut mine = hub.subscribe(3);
+        let mut other = hub.subscribe(4);
+        // As PostgreSQL's json_build_object writes it: spaces around the colons.
+        hub.route(
+            r#"{"type" : "server", "id" : 7, "op" : "update", "project_id" : 3, "org_id" : null}"#,
+        );
+        let got = mine.receiver().try_recv().expect("delivered");
+        assert_eq!(
+            &got[..],
+            b"event: change\ndata: {\"type\":\"server\",\"id\":7,\"op\":\"update\",\"project_id\":3,\"org_id\":null}\n\n"
+        );
+        assert!(
+            other.receiver().try_recv().is_err(),
+            "another project's stream"
+        );
+    }
+
+    #[test]
+    fn the_channel_goes_with_its_last_subscription() {
+        let hub = Hub::new(4);
+        let a = hub.subscribe(9);
+        let b = hub.subscribe(9);
+        drop(a);
+        assert!(hub.projects.read().unwrap().contains_key(&9));
+        drop(b);
+        assert!(!hub.projects.read().unwrap().contains_key(&9));
+    }
+}

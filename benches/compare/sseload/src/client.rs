@@ -337,3 +337,27 @@ fn connect_from(addr: SocketAddr, source: Ipv4Addr) -> Result<TcpStream, String>
     s.set_nodelay(true).map_err(|e| e.to_string())?;
     Ok(s)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn events_split_across_reads_and_chunk_lines_are_credited_once() {
+        let stamps = Stamps::new(10);
+        stamps.stamp(7);
+        let tally = Tally::default();
+        let mut got = Vec::new();
+        let mut pending = b"57\r\nevent: change\ndata: {\"type\":\"server\",\"id\":7,".to_vec();
+        scan(&mut pending, stamps.now(), &stamps, &tally, &mut got);
+        assert!(got.is_empty(), "half an event is not an event");
+        pending.extend_from_slice(
+            b"\"op\":\"update\",\"project_id\":3,\"org_id\":null}\n\n\r\n19\r\nevent: resync\ndata: {}\n\n\r\n9\r\n: ping\n\n\r\n",
+        );
+        scan(&mut pending, stamps.now(), &stamps, &tally, &mut got);
+        assert_eq!(got.len(), 1);
+        assert_eq!(got[0].0, 7);
+        assert_eq!(tally.resyncs.load(Ordering::SeqCst), 1);
+        assert_eq!(pending, b"\r\n", "only the chunk's trailing CRLF is left");
+    }
+}
