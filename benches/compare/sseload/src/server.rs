@@ -61,6 +61,17 @@ impl Server {
                 cmd.env("ASYNC_REF_LISTEN", &listen);
             }
         }
+        // The caller's own settings win (e.g. `CONSOLED_MAX_STREAMS=… make bench-compare`),
+        // except the address the tool picked.
+        let own = match kind {
+            Kind::Consoled => "CONSOLED_",
+            Kind::AsyncRef => "ASYNC_REF_",
+        };
+        for (k, v) in std::env::vars() {
+            if k.starts_with(own) && !k.ends_with("_LISTEN") {
+                cmd.env(k, v);
+            }
+        }
         let child = cmd
             .spawn()
             .unwrap_or_else(|e| panic!("start {bin}: {e} (make bench-compare builds it)"));
