@@ -70,6 +70,8 @@ pub struct Release {
     pub fd_ms: Vec<f64>,
     /// Milliseconds from the close to each slot `consoled_streams_open` gave back (consoled).
     pub slot_ms: Vec<f64>,
+    /// Whether the server had that gauge to read.
+    pub slot_gauge: bool,
 }
 
 #[derive(Serialize, Deserialize, Clone, Default)]
@@ -360,6 +362,7 @@ fn release(server: &Server, auth: &str, (n, wait): (usize, Duration)) -> Release
     let mut out = Release {
         closed,
         wait_s: wait.as_secs_f64(),
+        slot_gauge: slots0.is_some(),
         ..Release::default()
     };
     let mut last_gauge = Instant::now() - Duration::from_secs(1);

@@ -232,8 +232,8 @@ fn numeric_row(
 
 /// Close-to-release times of all rounds together: p50 / max when every closed stream was
 /// released within the wait, else how many were; the ratio is of the maxima, a lower bound
-/// ("> x") when consoled's was not reached. The slot is consoled's only (the reference has no
-/// such gauge).
+/// ("> x") when consoled's was not reached. The slot needs consoled's gauge (the reference has
+/// none; "n/a" when a server did not serve it).
 fn release_row(
     t: &mut String,
     sides: &[Side],
@@ -245,7 +245,7 @@ fn release_row(
         "slot" => "close → stream slot freed (`consoled_streams_open`), p50 / max ms",
         _ => "close → server released the stream's descriptors, p50 / max ms",
     };
-    let measured = |s: &Side| what != "slot" || s.name == "consoled";
+    let measured = |s: &Side| what != "slot" || s.runs.iter().all(|o| o.release.slot_gauge);
     let all = |s: &Side| -> (Vec<f64>, usize, f64) {
         let v = s.runs.iter().flat_map(|o| f(o).iter().copied()).collect();
         let closed = s.runs.iter().map(|o| o.release.closed).sum();
