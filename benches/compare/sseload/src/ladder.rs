@@ -58,6 +58,9 @@ pub struct Held {
     /// A change sent to all of them: deliveries / expected.
     pub delivered: u64,
     pub expected: u64,
+    /// Latency of those changes at every stream.
+    pub p50_ms: f64,
+    pub p99_ms: f64,
     /// (streams open, RSS KiB, threads, descriptors) while opening.
     pub curve: Vec<(usize, Sample)>,
 }
@@ -178,6 +181,8 @@ pub fn run(
         open_s,
         with_streams,
         delivered: check.delivered,
+        p50_ms: check.p50_ms,
+        p99_ms: check.p99_ms,
         // Every stream opened, not only those still open: a lost stream counts as not reached.
         expected: (held * check.changes) as u64,
         // The rungs' samples first: the memory plot starts at one stream.

@@ -180,6 +180,8 @@ fn table(machine: &str, sides: &[Side], quick: bool) -> String {
     row("held: seconds to open them", &|o| o.held.open_s, 1);
     let reached = |o: &Outcome| o.held.delivered as f64 / o.held.expected.max(1) as f64;
     row("held: a change reached (received ÷ expected)", &reached, 4);
+    row("held: p50 ms of those changes", &|o| o.held.p50_ms, 2);
+    row("held: p99 ms of those changes", &|o| o.held.p99_ms, 2);
     let _ = writeln!(t);
     for side in sides {
         for (i, o) in side.runs.iter().enumerate() {
