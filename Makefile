@@ -6,7 +6,7 @@ CARGO ?= cargo
 DEV_PG_PORT ?= 55432
 TEST_PG_PORT ?= 55433
 
-.PHONY: run test build lint unit db-up db-down bench clean e2e conformance
+.PHONY: run test build lint unit db-up db-down bench bench-compare clean e2e conformance
 
 build:
 	$(CARGO) build --release --locked
@@ -57,6 +57,13 @@ db-down:
 bench:
 	@url="$${DATABASE_URL:-$$(scripts/pg.sh start test $(TEST_PG_PORT))}"; \
 	$(CARGO) build --release --locked --bins --benches && DATABASE_URL="$$url" benches/run.sh
+
+# consoled against the async reference under benches/compare (its own Cargo workspace, never
+# built by run or test): the same stream ladder, back to back, one database; table and PNGs in
+# docs/bench-compare/. QUICK=1: a smaller ladder into benches/out/compare-quick/; ROUNDS=N repeats
+# the pair, alternating which goes first. See BENCHMARKS.md.
+bench-compare:
+	@QUICK="$(QUICK)" ROUNDS="$(ROUNDS)" benches/compare/run.sh
 
 clean: db-down
 	rm -rf .pg target mail

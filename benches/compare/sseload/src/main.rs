@@ -1,0 +1,160 @@
+//! `sseload`: the same stream ladder against consoled and against the async reference, back to
+//! back on one database, then a Markdown table of ratios (consoled ÷ async) and the data and
+//! gnuplot script for the plots. `make bench-compare` runs it; see BENCHMARKS.md.
+//!
+//!     sseload --consoled BIN --async-ref BIN --out DIR [--quick] [--only consoled|async-ref]
+//!             [--rounds N] [--held-cap N]
+//!
+//! `--rounds N` repeats the pair N times, alternating which server goes first, so that a drift
+//! of the machine's load shows as a range instead of favouring one side. `--held-cap N`: the most
+//! streams the held rung opens (default: the client's open-file limit; 3,000 with --quick).
+//!
+//! Needs `DATABASE_URL` (consoled's schema is applied with `consoled migrate`).
+
+mod client;
+mod ladder;
+mod plots;
+mod procfs;
+mod report;
+mod server;
+
+use std::io::Read;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use ladder::{Outcome, Plan};
+use server::{Kind, Server};
+
+struct Args {
+    consoled: String,
+    async_ref: String,
+    out: PathBuf,
+    quick: bool,
+    only: Option<String>,
+    held_cap: Option<usize>,
+    rounds: usize,
+}
+
+fn args() -> Args {
+    let mut a = Args {
+        consoled: "target/release/consoled".into(),
+        async_ref: "benches/compare/target/release/async-ref".into(),
+        out: "benches/out/compare".into(),
+        quick: false,
+        only: None,
+        held_cap: None,
+        rounds: 1,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(flag) = it.next() {
+        let mut value = || it.next().unwrap_or_else(|| panic!("{flag} needs a value"));
+        match flag.as_str() {
+            "--consoled" => a.consoled = value(),
+            "--async-ref" => a.async_ref = value(),
+            "--out" => a.out = value().into(),
+            "--only" => a.only = Some(value()),
+            "--quick" => a.quick = true,
+            "--rounds" => a.rounds = value().parse().expect("--rounds N"),
+            "--held-cap" => a.held_cap = Some(value().parse().expect("--held-cap N")),
+            other => panic!("unknown argument {other}"),
+        }
+    }
+    a
+}
+
+fn main() {
+    let args = args();
+    let database_url = std::env::var("DATABASE_URL").expect("DATABASE_URL");
+    let nofile = procfs::raise_nofile();
+    // The client holds one descriptor per stream plus a few of its own.
+    let client_cap = (nofile as usize).saturating_sub(200);
+    let mut plan = if args.quick {
+        Plan {
+            rungs: vec![(1, 20, 2.5), (200, 50, 4.0), (1000, 10, 4.0)],
+            held_cap: client_cap.min(3000),
+            release: (5, Duration::from_secs(3)),
+            pollers: 2,
+        }
+    } else {
+        Plan {
+            rungs: vec![(1, 20, 10.0), (1000, 50, 10.0), (5000, 10, 10.0)],
+            held_cap: client_cap,
+            // Longer than two pings (20 s each): a server that notices a close only when a
+            // write fails shows it here.
+            release: (10, Duration::from_secs(45)),
+            pollers: 2,
+        }
+    };
+    if let Some(cap) = args.held_cap {
+        plan.held_cap = cap.min(client_cap);
+    }
+    std::fs::create_dir_all(&args.out).expect("output directory");
+    server::migrate(&args.consoled, &database_url);
+    let mut db = postgres::Client::connect(&database_url, postgres::NoTls).expect("database");
+    let (project, secret) = setup(&mut db);
+
+    let machine = report::machine();
+    eprintln!("{machine}");
+    let mut outcomes: Vec<Outcome> = Vec::new();
+    for round in 0..args.rounds.max(1) {
+        let mut pair = [
+            (Kind::Consoled, &args.consoled),
+            (Kind::AsyncRef, &args.async_ref),
+        ];
+        if round % 2 == 1 {
+            pair.reverse();
+        }
+        for (kind, bin) in pair {
+            if args.only.as_deref().is_some_and(|o| o != kind.name()) {
+                continue;
+            }
+            eprintln!("round {}: {}", round + 1, kind.name());
+            let mut server = Server::start(kind, bin, &database_url);
+            outcomes.push(ladder::run(&mut server, &plan, &mut db, project, &secret));
+            drop(server);
+            // Let the closed connections and the server's exit settle before the next.
+            std::thread::sleep(Duration::from_secs(2));
+        }
+    }
+    // The table lists consoled first whichever went first.
+    outcomes.sort_by_key(|o| o.server != Kind::Consoled.name());
+    let json = serde_json::to_string_pretty(&outcomes).expect("json");
+    std::fs::write(args.out.join("results.json"), json).expect("results.json");
+    let table = report::write(&args.out, &machine, &outcomes, args.quick);
+    println!("{table}");
+}
+
+/// An organization, a project and an API token of it, straight in consoled's tables; the token
+/// is stored as consoled stores it (SHA-256 of the secret).
+fn setup(db: &mut postgres::Client) -> (i64, String) {
+    let org: i64 = db
+        .query_one(
+            "INSERT INTO organizations (name, kind) VALUES ('bench-compare', 'team') RETURNING id",
+            &[],
+        )
+        .expect("organization")
+        .get(0);
+    let secret = format!("csd_{}", random_hex(24));
+    let project: i64 = db
+        .query_one(
+            "INSERT INTO projects (org_id, name) VALUES ($1, $2) RETURNING id",
+            &[&org, &format!("compare-{}", &secret[4..12])],
+        )
+        .expect("project")
+        .get(0);
+    db.execute(
+        "INSERT INTO api_tokens (project_id, name, token_hash)
+         VALUES ($1, 'bench-compare', sha256(convert_to($2, 'UTF8')))",
+        &[&project, &secret],
+    )
+    .expect("token");
+    (project, secret)
+}
+
+fn random_hex(bytes: usize) -> String {
+    let mut buf = vec![0u8; bytes];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut buf))
+        .expect("/dev/urandom");
+    buf.iter().map(|b| format!("{b:02x}")).collect()
+}

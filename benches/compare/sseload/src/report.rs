@@ -1,0 +1,317 @@
+//! The Markdown table of one sitting: consoled, the async reference, and the ratio consoled ÷
+//! async. With several rounds each cell is the median over the rounds and the last column the
+//! range of the round-by-round ratios: how much of a difference the machine's noise can make.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use crate::ladder::Outcome;
+use crate::procfs::{self, Sample};
+
+/// Every round of one server.
+pub struct Side<'a> {
+    pub name: String,
+    pub runs: Vec<&'a Outcome>,
+}
+
+/// One line saying what ran where, for the table's heading.
+pub fn machine() -> String {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|c| {
+            c.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split(':').nth(1))
+                .map(|s| s.trim().to_string())
+        })
+        .unwrap_or_default();
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let mem = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|m| {
+            m.lines()
+                .next()
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|k| k.parse::<f64>().ok())
+        })
+        .map_or(0.0, |kib| kib / 1024.0 / 1024.0);
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    format!(
+        "{cores} cores ({cpu}), {mem:.0} GiB, Linux {}; limits: {}",
+        kernel.trim(),
+        procfs::limits()
+    )
+}
+
+/// Writes `table.md`, the plot data and `plots.gp` into `dir`; returns the table.
+pub fn write(dir: &Path, machine: &str, outcomes: &[Outcome], quick: bool) -> String {
+    let mut sides: Vec<Side> = Vec::new();
+    for o in outcomes {
+        match sides.iter_mut().find(|s| s.name == o.server) {
+            Some(side) => side.runs.push(o),
+            None => sides.push(Side {
+                name: o.server.clone(),
+                runs: vec![o],
+            }),
+        }
+    }
+    let table = table(machine, &sides, quick);
+    std::fs::write(dir.join("table.md"), &table).expect("table.md");
+    crate::plots::write(dir, &sides, quick);
+    table
+}
+
+fn table(machine: &str, sides: &[Side], quick: bool) -> String {
+    let mut t = String::new();
+    let rounds = sides.iter().map(|s| s.runs.len()).min().unwrap_or(0);
+    let mode = if quick { "QUICK" } else { "full" };
+    let _ = writeln!(t, "{mode} ladder, {rounds} round(s), {machine}\n");
+    let names: Vec<&str> = sides.iter().map(|s| s.name.as_str()).collect();
+    let (median, spread) = if rounds > 1 {
+        (" (median)", format!(" ratio range over {rounds} rounds |"))
+    } else {
+        ("", String::new())
+    };
+    let _ = writeln!(
+        t,
+        "| measure | {} | consoled ÷ async{median} |{spread}",
+        names
+            .iter()
+            .map(|n| format!("{n}{median}"))
+            .collect::<Vec<_>>()
+            .join(" | ")
+    );
+    let _ = writeln!(
+        t,
+        "|---|{}---|{}",
+        "---|".repeat(names.len()),
+        if rounds > 1 { "---|" } else { "" }
+    );
+    // How much else ran: the rest of the machine's CPU during each run (PostgreSQL included;
+    // a load average would also count the previous server's own runnable threads).
+    let others: Vec<String> = sides
+        .iter()
+        .map(|s| {
+            s.runs
+                .iter()
+                .map(|o| format!("{:.0} %", o.others_share * 100.0))
+                .collect::<Vec<_>>()
+                .join(", ")
+        })
+        .collect();
+    let _ = writeln!(
+        t,
+        "| CPU of everything else during each run (PostgreSQL included), share of all cores | {} | |{}",
+        others.join(" | "),
+        if rounds > 1 { " |" } else { "" }
+    );
+    release_row(&mut t, sides, rounds, "descriptors", |o| &o.release.fd_ms);
+    release_row(&mut t, sides, rounds, "slot", |o| &o.release.slot_ms);
+    let mut row = |label: &str, f: &dyn Fn(&Outcome) -> f64, digits: usize| {
+        numeric_row(&mut t, sides, rounds, label, f, digits);
+    };
+    row(
+        "idle server RSS (MiB)",
+        &|o| o.idle.rss_kib as f64 / 1024.0,
+        1,
+    );
+    let rungs = sides.first().map_or(0, |s| s.runs[0].rungs.len());
+    for j in 0..rungs {
+        let name = sides[0].runs[0].rungs[j].name.clone();
+        row(&format!("{name}: p50 ms"), &|o| o.rungs[j].p50_ms, 2);
+        row(&format!("{name}: p99 ms"), &|o| o.rungs[j].p99_ms, 2);
+        row(&format!("{name}: max ms"), &|o| o.rungs[j].max_ms, 2);
+        let received = |o: &Outcome| {
+            let r = &o.rungs[j];
+            r.delivered as f64 / r.expected.max(1) as f64
+        };
+        row(
+            &format!("{name}: deliveries received ÷ expected"),
+            &received,
+            4,
+        );
+        row(
+            &format!("{name}: resyncs"),
+            &|o| o.rungs[j].resyncs as f64,
+            0,
+        );
+        if j > 0 {
+            row(
+                &format!("{name}: server CPU µs per delivery"),
+                &|o| o.rungs[j].cpu_us_per_delivery,
+                1,
+            );
+            row(
+                &format!("{name}: client CPU ÷ server CPU"),
+                &|o| o.rungs[j].client_cpu_s / o.rungs[j].server_cpu_s.max(1e-9),
+                2,
+            );
+        }
+    }
+    if let Some(last) = rungs.checked_sub(1) {
+        let name = sides[0].runs[0].rungs[last].name.clone();
+        let per = move |o: &Outcome, f: fn(&Sample) -> u64| {
+            let r = &o.rungs[last];
+            f(&r.with_streams).saturating_sub(f(&o.idle)) as f64 / r.streams.max(1) as f64
+        };
+        row(
+            &format!("{name}: RSS KiB per stream"),
+            &|o| per(o, |s| s.rss_kib),
+            1,
+        );
+        row(
+            &format!("{name}: threads per stream"),
+            &|o| per(o, |s| s.threads),
+            3,
+        );
+        row(
+            &format!("{name}: descriptors per stream"),
+            &|o| per(o, |s| s.fds),
+            3,
+        );
+    }
+    let held = |o: &Outcome, f: fn(&Sample) -> u64| {
+        f(&o.held.with_streams).saturating_sub(f(&o.idle)) as f64 / o.held.streams.max(1) as f64
+    };
+    row("streams held at once", &|o| o.held.streams as f64, 0);
+    row("held: RSS KiB per stream", &|o| held(o, |s| s.rss_kib), 1);
+    row("held: threads per stream", &|o| held(o, |s| s.threads), 3);
+    row("held: descriptors per stream", &|o| held(o, |s| s.fds), 3);
+    row("held: seconds to open them", &|o| o.held.open_s, 1);
+    let reached = |o: &Outcome| o.held.delivered as f64 / o.held.expected.max(1) as f64;
+    row("held: a change reached (received ÷ expected)", &reached, 4);
+    row("held: p50 ms of those changes", &|o| o.held.p50_ms, 2);
+    row("held: p99 ms of those changes", &|o| o.held.p99_ms, 2);
+    let _ = writeln!(t);
+    for side in sides {
+        for (i, o) in side.runs.iter().enumerate() {
+            let _ = writeln!(
+                t,
+                "- {} (round {}) stopped opening streams: {}",
+                side.name,
+                i + 1,
+                o.held.stopped_by
+            );
+        }
+    }
+    t
+}
+
+/// Medians per server, the median of the round-by-round ratios, and their range.
+fn numeric_row(
+    t: &mut String,
+    sides: &[Side],
+    rounds: usize,
+    label: &str,
+    f: &dyn Fn(&Outcome) -> f64,
+    digits: usize,
+) {
+    let cells: Vec<String> = sides
+        .iter()
+        .map(|s| num(median(s.runs.iter().map(|o| f(o)).collect()), digits))
+        .collect();
+    let ratios: Vec<f64> = match sides {
+        [a, b] => (0..rounds)
+            .map(|i| f(a.runs[i]) / f(b.runs[i]))
+            .filter(|r| r.is_finite())
+            .collect(),
+        _ => Vec::new(),
+    };
+    let ratio = num(median(ratios.clone()), 2);
+    let range = if rounds > 1 {
+        let lo = ratios.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = ratios.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        if ratios.is_empty() {
+            " — |".to_string()
+        } else {
+            format!(" {lo:.2}–{hi:.2} |")
+        }
+    } else {
+        String::new()
+    };
+    let _ = writeln!(t, "| {label} | {} | {ratio} |{range}", cells.join(" | "));
+}
+
+/// Close-to-release times of all rounds together: p50 / max when every closed stream was
+/// released within the wait, else how many were; the ratio is of the maxima, a lower bound
+/// ("> x") when consoled's was not reached. The slot needs consoled's gauge (the reference has
+/// none; "n/a" when a server did not serve it).
+fn release_row(
+    t: &mut String,
+    sides: &[Side],
+    rounds: usize,
+    what: &str,
+    f: fn(&Outcome) -> &Vec<f64>,
+) {
+    let label = match what {
+        "slot" => "close → stream slot freed (`consoled_streams_open`), p50 / max ms",
+        _ => "close → server released the stream's descriptors, p50 / max ms",
+    };
+    let measured = |s: &Side| what != "slot" || s.runs.iter().all(|o| o.release.slot_gauge);
+    let all = |s: &Side| -> (Vec<f64>, usize, f64) {
+        let v = s.runs.iter().flat_map(|o| f(o).iter().copied()).collect();
+        let closed = s.runs.iter().map(|o| o.release.closed).sum();
+        (v, closed, s.runs[0].release.wait_s * 1000.0)
+    };
+    let done = |s: &Side| {
+        let (v, closed, _) = all(s);
+        closed > 0 && v.len() >= closed
+    };
+    let cells: Vec<String> = sides
+        .iter()
+        .map(|s| {
+            let (v, closed, wait) = all(s);
+            if !measured(s) {
+                "n/a".into()
+            } else if done(s) {
+                format!("{:.1} / {:.1}", quantile(&v, 0.5), quantile(&v, 1.0))
+            } else {
+                format!("> {wait:.0} ({} of {closed} within)", v.len())
+            }
+        })
+        .collect();
+    let ratio = match sides {
+        [a, b] if measured(a) && measured(b) && done(b) => {
+            let theirs = quantile(&all(b).0, 1.0).max(0.001);
+            if done(a) {
+                format!("{:.2}", quantile(&all(a).0, 1.0) / theirs)
+            } else {
+                format!("> {:.0}", all(a).2 / theirs)
+            }
+        }
+        _ => "—".into(),
+    };
+    let _ = writeln!(
+        t,
+        "| {label} | {} | {ratio} |{}",
+        cells.join(" | "),
+        if rounds > 1 { " |" } else { "" }
+    );
+}
+
+fn num(v: f64, digits: usize) -> String {
+    if v.is_finite() {
+        format!("{v:.digits$}")
+    } else {
+        "—".into()
+    }
+}
+
+fn median(v: Vec<f64>) -> f64 {
+    let mut v: Vec<f64> = v.into_iter().filter(|x| x.is_finite()).collect();
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => v[n / 2],
+        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
+}
+
+fn quantile(v: &[f64], q: f64) -> f64 {
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    if s.is_empty() {
+        return f64::NAN;
+    }
+    s[((s.len() - 1) as f64 * q).round() as usize]
+}

@@ -1,0 +1,124 @@
+//! The two servers under test, each a separate process on a free loopback port with the same
+//! database, killed when the tool is done with it (also on panic).
+
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::thread;
+use std::time::{Duration, Instant};
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Kind {
+    Consoled,
+    AsyncRef,
+}
+
+impl Kind {
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Consoled => "consoled",
+            Kind::AsyncRef => "async-ref",
+        }
+    }
+}
+
+pub struct Server {
+    pub kind: Kind,
+    pub addr: SocketAddr,
+    child: Child,
+}
+
+/// Caps consoled would otherwise apply by configuration: set above anything this machine can
+/// hold, so that what stops it is the machine or the limits consoled derives itself.
+const UNBOUNDED: &str = "1000000";
+
+impl Server {
+    pub fn start(kind: Kind, bin: &str, database_url: &str) -> Server {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let listen = format!("127.0.0.1:{port}");
+        let mut cmd = Command::new(bin);
+        cmd.env("DATABASE_URL", database_url)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null());
+        match kind {
+            Kind::Consoled => {
+                cmd.arg("serve")
+                    .env("CONSOLED_LISTEN", &listen)
+                    .env("CONSOLED_COOKIE_SECURE", "false")
+                    .env(
+                        "CONSOLED_MAIL_DIR",
+                        std::env::temp_dir().join("consoled-bench-mail"),
+                    )
+                    .env("RUST_LOG", "warn")
+                    // One token opens every stream: the per-token limit is not what is measured.
+                    .env("CONSOLED_MAX_STREAMS_PER_PRINCIPAL", UNBOUNDED)
+                    .env("CONSOLED_MAX_STREAMS", UNBOUNDED)
+                    .env("CONSOLED_MAX_CONNECTIONS", UNBOUNDED);
+            }
+            Kind::AsyncRef => {
+                cmd.env("ASYNC_REF_LISTEN", &listen);
+            }
+        }
+        // The caller's own settings win (e.g. `CONSOLED_MAX_STREAMS=… make bench-compare`),
+        // except the address the tool picked.
+        let own = match kind {
+            Kind::Consoled => "CONSOLED_",
+            Kind::AsyncRef => "ASYNC_REF_",
+        };
+        for (k, v) in std::env::vars() {
+            if k.starts_with(own) && !k.ends_with("_LISTEN") {
+                cmd.env(k, v);
+            }
+        }
+        let child = cmd
+            .spawn()
+            .unwrap_or_else(|e| panic!("start {bin}: {e} (make bench-compare builds it)"));
+        let mut server = Server {
+            kind,
+            addr: listen.parse().expect("address"),
+            child,
+        };
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while TcpStream::connect(server.addr).is_err() {
+            if let Some(status) = server.exited() {
+                panic!("{} exited at start: {status}", kind.name());
+            }
+            assert!(Instant::now() < deadline, "{} did not start", kind.name());
+            thread::sleep(Duration::from_millis(50));
+        }
+        server
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// How the process ended, if it did.
+    pub fn exited(&mut self) -> Option<String> {
+        match self.child.try_wait() {
+            Ok(Some(status)) => Some(status.to_string()),
+            _ => None,
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Applies consoled's migrations with its own binary (both servers read its tables).
+pub fn migrate(consoled_bin: &str, database_url: &str) {
+    let status = Command::new(consoled_bin)
+        .arg("migrate")
+        .env("DATABASE_URL", database_url)
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::null())
+        .status()
+        .expect("run consoled migrate");
+    assert!(status.success(), "consoled migrate failed: {status}");
+}
