@@ -9,7 +9,7 @@ use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crossbeam_channel::Sender;
 
@@ -22,6 +22,9 @@ use crate::shares::Ticket;
 /// Stack of a connection thread: tiny_http's head parser, our body reader and, for a stream,
 /// the stream loop; none needs much.
 const CONNECTION_STACK: usize = 128 * 1024;
+
+/// How long a full server waits for room before it refuses what waits to be accepted.
+const ADMISSION_WAIT: Duration = Duration::from_secs(1);
 
 /// Logs a condition once when it starts, and again only after it has cleared.
 #[derive(Default)]
@@ -54,6 +57,7 @@ pub fn run(
     };
     let tl = tiny_http::Listener::from(tl);
     let full = Once::default();
+    let mut full_since: Option<Instant> = None;
     while !shared.app.stopping.load(Ordering::SeqCst) {
         match sock::wait_readable(lfd, Duration::from_secs(1)) {
             Ok(true) => {}
@@ -65,6 +69,14 @@ pub fn run(
             }
         }
         if shared.at_capacity() {
+            // Connections being answered hold a second descriptor until they stream or close:
+            // during a burst, room comes back within moments, and the kernel's backlog holds
+            // the newcomers meanwhile. Refuse only when it does not.
+            let since = *full_since.get_or_insert_with(Instant::now);
+            if since.elapsed() < ADMISSION_WAIT {
+                thread::sleep(Duration::from_millis(5));
+                continue;
+            }
             full.set(|| {
                 format!(
                     "at capacity ({} connections or {} descriptors): refusing new connections",
@@ -75,6 +87,7 @@ pub fn run(
             continue;
         }
         full.clear();
+        full_since = None;
         accept_one(listener, &tl, &ssl, mark, guard, &queue, shared);
     }
     log::debug!("accept loop stopped");
@@ -128,10 +141,7 @@ fn accept_one(
     };
     // Find the socket and give it its real read time-out (which removes the mark); a
     // connection we cannot guard is not served.
-    let fds = sock::find_fresh(listener, mark, hint);
-    let fd = fds
-        .first()
-        .copied()
+    let fd = sock::find_fresh(listener, mark, hint)
         .filter(|&fd| sock::set_read_timeout(fd, shared.app.config.read_timeout).is_ok());
     let Some(fd) = fd else {
         log::warn!("closed an accepted connection whose socket could not be found");
@@ -160,7 +170,7 @@ fn accept_one(
         .name("conn".into())
         .stack_size(CONNECTION_STACK)
         .spawn(move || {
-            let streamed = conn::serve(client, &fds, &conn, &queue, &shared2);
+            let streamed = conn::serve(client, fd, &conn, &queue, &shared2);
             drop(conn);
             drop(share);
             shared2

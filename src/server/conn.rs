@@ -37,12 +37,12 @@ pub enum Outcome {
     Close,
 }
 
-/// Serves one connection until it closes. `fds` are its descriptors (tiny_http's two halves).
-/// Returns whether it became a stream (and so gave up tiny_http's read half and its descriptor
-/// early).
+/// Serves one connection until it closes; `fd` is one of its two descriptors (see
+/// `sock::find_fresh`). Returns whether it became a stream (and so gave up tiny_http's read half
+/// and its descriptor early).
 pub fn serve(
     mut requests: impl Iterator<Item = Result<tiny_http::Request, impl std::fmt::Debug>>,
-    fds: &[RawFd],
+    fd: RawFd,
     conn: &Arc<Conn>,
     queue: &Sender<Incoming>,
     shared: &Shared,
@@ -98,13 +98,15 @@ pub fn serve(
             Ok(Outcome::Stream(start)) => {
                 // The read half goes (its descriptor closes); the stream writes on the other,
                 // the one descriptor that is still this connection.
-                let ends = fds.first().and_then(|&fd| sock::ends(fd));
+                let ends = sock::ends(fd);
                 drop(requests);
                 shared.fds.fetch_sub(1, Ordering::SeqCst);
-                let fd = fds
-                    .iter()
-                    .copied()
-                    .find(|&fd| ends.is_some() && sock::ends(fd) == ends);
+                let fd = match ends {
+                    Some(ends) if sock::ends(fd) == Some(ends) => Some(fd),
+                    // `fd` was the read half: find the write half by the connection's ends.
+                    Some(ends) => sock::find_by_ends(ends),
+                    None => None,
+                };
                 let Some(fd) = fd else {
                     log::error!("a stream's socket could not be told apart; closing it");
                     return true;

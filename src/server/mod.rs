@@ -90,7 +90,8 @@ pub fn bind(addr: SocketAddr, read_timeout: Duration) -> io::Result<TcpListener>
     socket.set_write_timeout(Some(Duration::from_secs(10)))?;
     socket.set_read_timeout(Some(read_timeout + sock::MARK))?;
     socket.bind(&addr.into())?;
-    socket.listen(1024)?;
+    // A reconnect storm after a restart arrives at once; the kernel caps this at somaxconn.
+    socket.listen(4096)?;
     Ok(socket.into())
 }
 

@@ -151,31 +151,32 @@ fn serves(listen: SocketAddr, local: SocketAddr) -> bool {
     local.port() == listen.port() && (listen.ip().is_unspecified() || local.ip() == listen.ip())
 }
 
-/// Finds the descriptors of the connection tiny_http has just accepted from `listener` (the
-/// accepted one, its write half, and the `try_clone` it reads from): first at and just above
-/// `hint`, else among all open descriptors. Which is which cannot be told from the numbers (another
-/// thread may free a lower number meanwhile); `ends` tells the survivor once the read half is gone.
-pub fn find_fresh(listener: &TcpListener, mark: Duration, hint: Option<RawFd>) -> Vec<RawFd> {
+/// Finds a descriptor of the connection tiny_http has just accepted from `listener`: first at
+/// and just above `hint`, else among all open descriptors. It is usually the accepted one (the
+/// write half), but may be the `try_clone` tiny_http reads from (another thread can free a lower
+/// number meanwhile): both are the same socket while the connection lives, and `find_by_ends`
+/// finds the survivor once the read half is gone.
+pub fn find_fresh(listener: &TcpListener, mark: Duration, hint: Option<RawFd>) -> Option<RawFd> {
     let lfd = listener.as_raw_fd();
-    let Ok(listen) = listener.local_addr() else {
-        return Vec::new();
-    };
-    let fresh = |fd: &RawFd| is_fresh(*fd, lfd, listen, mark);
+    let listen = listener.local_addr().ok()?;
     if let Some(h) = hint {
-        let near: Vec<RawFd> = (h..h + 16).filter(fresh).collect();
-        if near.len() == 2 {
-            return near;
+        if let Some(fd) = (h..h + 16).find(|&fd| is_fresh(fd, lfd, listen, mark)) {
+            return Some(fd);
         }
     }
-    let Ok(dir) = std::fs::read_dir("/proc/self/fd") else {
-        return Vec::new();
-    };
-    let mut all: Vec<RawFd> = dir
+    open_descriptors().find(|&fd| is_fresh(fd, lfd, listen, mark))
+}
+
+fn open_descriptors() -> impl Iterator<Item = RawFd> {
+    std::fs::read_dir("/proc/self/fd")
+        .into_iter()
+        .flatten()
         .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<RawFd>().ok())
-        .filter(fresh)
-        .collect();
-    all.sort_unstable();
-    all
+}
+
+/// The descriptor whose connection has these ends (see `ends`), if one is open.
+pub fn find_by_ends(ends: (SocketAddr, SocketAddr)) -> Option<RawFd> {
+    open_descriptors().find(|&fd| self::ends(fd) == Some(ends))
 }
 
 /// The two ends of a connection: what tells one TCP connection from every other.

@@ -10,12 +10,13 @@ fn finds_the_accepted_socket_by_its_mark_and_counts_consumed_bytes() {
     let mut client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
     let hint = lowest_free(listener.as_raw_fd()).ok();
     let (mut server, _) = listener.accept().unwrap();
-    let found = find_fresh(&listener, mark, hint);
-    assert_eq!(found, [server.as_raw_fd()]);
-    let fd = found[0];
+    let fd = find_fresh(&listener, mark, hint).expect("found");
+    assert_eq!(fd, server.as_raw_fd());
+    let ends = ends(fd).unwrap();
+    assert_eq!(find_by_ends(ends), Some(fd));
     // Once the mark is gone, nothing is fresh any more.
     set_read_timeout(fd, Duration::from_secs(10)).unwrap();
-    assert!(find_fresh(&listener, mark, None).is_empty());
+    assert_eq!(find_fresh(&listener, mark, None), None);
 
     client.write_all(b"hello world").unwrap();
     let mut buf = [0u8; 5];
