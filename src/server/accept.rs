@@ -15,7 +15,7 @@ use crossbeam_channel::Sender;
 
 use super::conn::{self, Incoming};
 use super::guard::Guard;
-use super::{sock, wire, Shared};
+use super::{sock, wire, Full, Shared};
 use crate::error::{ApiError, Code};
 use crate::shares::Ticket;
 
@@ -68,12 +68,12 @@ pub fn run(
                 continue;
             }
         }
-        if shared.at_capacity() {
+        if let Some(why) = shared.full() {
             // Connections being answered hold a second descriptor until they stream or close:
-            // during a burst, room comes back within moments, and the kernel's backlog holds
-            // the newcomers meanwhile. Refuse only when it does not.
+            // during a burst of stream requests, descriptors come back within moments, and the
+            // kernel's backlog holds the newcomers meanwhile. Refuse only when they do not.
             let since = *full_since.get_or_insert_with(Instant::now);
-            if since.elapsed() < ADMISSION_WAIT {
+            if why == Full::Descriptors && since.elapsed() < ADMISSION_WAIT {
                 thread::sleep(Duration::from_millis(5));
                 continue;
             }

@@ -65,12 +65,25 @@ struct Shared {
     watcher: Arc<stream::Watcher>,
 }
 
+/// Which limit one more connection would pass.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Full {
+    /// As many connections (threads) as the process may hold.
+    Connections,
+    /// Not two more descriptors; connections being answered hold two until they stream.
+    Descriptors,
+}
+
 impl Shared {
-    /// Whether one more connection (a thread and two descriptors) would pass a limit.
-    fn at_capacity(&self) -> bool {
+    fn full(&self) -> Option<Full> {
         let cap = &self.app.capacity;
-        self.connections.load(Ordering::SeqCst) >= cap.max_connections
-            || self.fds.load(Ordering::SeqCst) + 2 > cap.fd_budget
+        if self.connections.load(Ordering::SeqCst) >= cap.max_connections {
+            Some(Full::Connections)
+        } else if self.fds.load(Ordering::SeqCst) + 2 > cap.fd_budget {
+            Some(Full::Descriptors)
+        } else {
+            None
+        }
     }
 }
 
