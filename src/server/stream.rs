@@ -48,9 +48,10 @@ pub fn run(start: Start, fd: RawFd, watcher: &Watcher, stopping: &AtomicBool, me
     // A client that vanished acknowledges nothing: the kernel gives up after the stall time,
     // which wakes the watcher, and the stream ends as `client_gone`.
     let _ = sock::set_user_timeout(fd, plan.stall());
-    if std::env::var_os("EXP_BATCH").is_some() {
-        let _ = sock::batch_scheduling();
-    }
+    // Woken by the hub, a stream thread waits for the hub to finish its fan-out instead of
+    // preempting it: the woken threads then run back to back, without an interrupt each
+    // (measured: p99 and CPU per delivery both lower at 1,000 streams x 50 changes/s).
+    let _ = sock::batch_scheduling();
     let signals = plan.signals();
     let key = watcher.add(fd, signals.clone());
     if stopping.load(Ordering::SeqCst) {
