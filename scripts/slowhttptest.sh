@@ -3,8 +3,9 @@
 #
 #   DATABASE_URL=postgres://... scripts/slowhttptest.sh [H|B|X ...]   (default: H B X)
 #
-# Each mode opens 2,000 connections (200 per second) for 60 s; meanwhile curl asks /healthz
-# every 0.5 s and the script prints how many probes answered 200, and the slowest. Installs
+# Each mode opens CONNECTIONS (2,000) connections from 127.0.0.1, RATE (200) per second, for
+# LENGTH (60) s; meanwhile curl asks /healthz from another client address (127.0.0.2) every
+# 0.2 s, and the script prints how many probes answered 200, their p99 and the slowest. Installs
 # Debian's slowhttptest when missing (as root). Results go to target/slowhttptest/.
 set -euo pipefail
 
@@ -12,6 +13,8 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 : "${DATABASE_URL:?set DATABASE_URL (the database of make test will do)}"
 port=${PORT:-18087}
 length=${LENGTH:-60}
+connections=${CONNECTIONS:-2000}
+rate=${RATE:-200}
 out="$here/target/slowhttptest"
 mkdir -p "$out"
 
@@ -29,8 +32,9 @@ for _ in $(seq 100); do curl -sf "http://127.0.0.1:$port/healthz" >/dev/null && 
 
 probe() { # writes "code seconds" lines until killed
     while :; do
-        curl -s -o /dev/null -m 5 -w '%{http_code} %{time_total}\n' "http://127.0.0.1:$port/healthz" || true
-        sleep 0.5
+        curl -s -o /dev/null -m 5 --interface 127.0.0.2 -w '%{http_code} %{time_total}\n' \
+            "http://127.0.0.1:$port/healthz" || true
+        sleep 0.2
     done
 }
 
@@ -45,12 +49,14 @@ for mode in "${@:-H B X}"; do
         esac
         probe >"$out/probe-$m.txt" &
         prober=$!
-        echo "== slowhttptest ${args[*]} -c 2000 -r 200 -l $length -p 3"
-        slowhttptest "${args[@]}" -c 2000 -r 200 -l "$length" -p 3 -g -o "$out/run-$m" >"$out/run-$m.log" 2>&1 || true
+        echo "== slowhttptest ${args[*]} -c $connections -r $rate -l $length -p 3"
+        slowhttptest "${args[@]}" -c "$connections" -r "$rate" -l "$length" -p 3 -g -o "$out/run-$m" >"$out/run-$m.log" 2>&1 || true
         kill $prober; wait $prober 2>/dev/null || true
         grep -E "Test ended|Exit status|service available" "$out/run-$m.log" | tail -3 || true
         tail -1 "$out/run-$m.csv" 2>/dev/null | awk -F, '{print "last sample: seconds="$1" closed="$2" pending="$3" connected="$4" available="$5}'
-        awk '{n++; if ($1 == 200) ok++; if ($2 > max) max = $2} END {printf "healthz probes: %d, 200: %d, slowest %.3f s\n", n, ok, max}' "$out/probe-$m.txt"
+        sort -k2 -n "$out/probe-$m.txt" | awk '{t[NR] = $2; if ($1 == 200) ok++} END {
+            p99 = t[int((NR - 1) * 0.99) + 1]
+            printf "healthz probes from 127.0.0.2: %d, 200: %d, p99 %.3f s, slowest %.3f s\n", NR, ok, p99, t[NR]}'
         sleep 12 # let the server time out what is left before the next mode
     done
 done
