@@ -2,28 +2,28 @@ set terminal pngcairo size 900,520 font ',11'
 set grid
 set key bottom right
 set output 'latency-0.png'
-set title 'commit-to-client latency, 1 stream (QUICK ladder)'
+set title 'commit-to-client latency, 1 stream'
 set logscale x
 set xlabel 'latency (ms, log scale)'
 set ylabel 'fraction of deliveries at or below'
 set yrange [0:1]
 plot 'lat-consoled-0.dat' using 1:2 with lines lw 2 title 'consoled', 'lat-async-ref-0.dat' using 1:2 with lines lw 2 title 'async-ref'
 set output 'latency-1.png'
-set title 'commit-to-client latency, 200 × 50/s (QUICK ladder)'
+set title 'commit-to-client latency, 1000 × 50/s'
 set logscale x
 set xlabel 'latency (ms, log scale)'
 set ylabel 'fraction of deliveries at or below'
 set yrange [0:1]
 plot 'lat-consoled-1.dat' using 1:2 with lines lw 2 title 'consoled', 'lat-async-ref-1.dat' using 1:2 with lines lw 2 title 'async-ref'
 set output 'latency-2.png'
-set title 'commit-to-client latency, 1000 × 10/s (QUICK ladder)'
+set title 'commit-to-client latency, 5000 × 10/s'
 set logscale x
 set xlabel 'latency (ms, log scale)'
 set ylabel 'fraction of deliveries at or below'
 set yrange [0:1]
 plot 'lat-consoled-2.dat' using 1:2 with lines lw 2 title 'consoled', 'lat-async-ref-2.dat' using 1:2 with lines lw 2 title 'async-ref'
 set output 'memory.png'
-set title 'server RSS per open stream (QUICK ladder)'
+set title 'server RSS per open stream'
 set logscale x
 set xlabel 'streams open (log scale)'
 set ylabel 'KiB per stream (RSS above the idle server)'
