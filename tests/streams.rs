@@ -351,3 +351,75 @@ mod leases {
         );
     }
 }
+
+/// Strictly parses a chunked body: each chunk is `hex\r\n`, that many bytes, `\r\n`, and holds
+/// whole events. Returns the events, or what broke the framing.
+fn chunks(mut body: &[u8]) -> Result<Vec<String>, String> {
+    let mut events = Vec::new();
+    while !body.is_empty() {
+        let line_end = body
+            .windows(2)
+            .position(|w| w == b"\r\n")
+            .ok_or("a chunk size line without CRLF")?;
+        let size_text = std::str::from_utf8(&body[..line_end]).map_err(|e| e.to_string())?;
+        let size = usize::from_str_radix(size_text, 16)
+            .map_err(|_| format!("not a chunk size: {size_text:?}"))?;
+        let data = &body[line_end + 2..];
+        if data.len() < size + 2 {
+            break; // the last chunk is still on its way
+        }
+        if &data[size..size + 2] != b"\r\n" {
+            return Err(format!("chunk of {size} bytes not followed by CRLF"));
+        }
+        let text = String::from_utf8(data[..size].to_vec()).map_err(|e| e.to_string())?;
+        if size == 0 {
+            break;
+        }
+        if !text.ends_with("\n\n")
+            || !(text.starts_with("event: ")
+                || text.starts_with("retry: ")
+                || text.starts_with(": ping"))
+        {
+            return Err(format!("a chunk that is not whole events: {text:?}"));
+        }
+        events.push(text);
+        body = &data[size + 2..];
+    }
+    Ok(events)
+}
+
+#[test]
+fn a_client_that_pauses_reading_gets_intact_framing_afterwards() {
+    // The write time-out of client sockets is 10 s: a pause longer than that used to fail a
+    // write half-way, and the buffered bytes were sent again after it.
+    let server = TestServer::start();
+    let (cookie, project) = account(&server);
+    let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    socket.connect(&server.addr.into()).unwrap();
+    let mut s: TcpStream = socket.into();
+    let req = format!("GET /v1/events HTTP/1.1\r\nHost: x\r\nCookie: {cookie}\r\n\r\n");
+    s.write_all(req.as_bytes()).unwrap();
+    db().execute(
+        "SELECT consoled_notify_change('server', g, 'update', $1, NULL)
+           FROM generate_series(1, 3000) g",
+        &[&project],
+    )
+    .unwrap();
+    std::thread::sleep(Duration::from_secs(12));
+    s.set_read_timeout(Some(Duration::from_millis(1500)))
+        .unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 65536];
+    while let Ok(n) = s.read(&mut buf) {
+        if n == 0 {
+            break;
+        }
+        got.extend_from_slice(&buf[..n]);
+    }
+    let text = String::from_utf8_lossy(&got).to_string();
+    let (head, body) = text.split_once("\r\n\r\n").expect("a response head");
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    let events = chunks(&got[head.len() + 4..]).unwrap_or_else(|e| panic!("{e}: {body:.300}"));
+    assert!(events.len() > 10, "{} events", events.len());
+}
