@@ -45,12 +45,6 @@ impl Shares {
             ip,
         })
     }
-
-    /// Units `ip` holds now.
-    pub fn held_by(&self, ip: IpAddr) -> usize {
-        let held = self.held.lock().unwrap_or_else(|e| e.into_inner());
-        held.get(&ip).copied().unwrap_or(0)
-    }
 }
 
 impl Drop for Ticket {

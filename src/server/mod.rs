@@ -152,11 +152,6 @@ impl Server {
         self.shared.connections.load(Ordering::Relaxed)
     }
 
-    /// Descriptors held by client connections (two each, one for a stream).
-    pub fn connection_descriptors(&self) -> usize {
-        self.shared.fds.load(Ordering::Relaxed)
-    }
-
     /// Stops taking requests, lets workers finish the request in hand, ends open streams, and
     /// waits (bounded) for all of it.
     pub fn shutdown(mut self, grace: Duration) {
