@@ -15,6 +15,8 @@ pub struct App {
     pub config: Config,
     pub pool: Pool,
     pub hasher: Hasher,
+    /// Client addresses known to be over their failed-sign-in budget (the cheap refusal).
+    pub signin_blocks: crate::auth::throttle::Blocks,
     pub metrics: Arc<Metrics>,
     pub hub: Arc<Hub>,
     /// Lower-case origins of the base and console URLs (CSRF Origin check).

@@ -55,7 +55,10 @@ pub struct Config {
     pub session_idle: Duration,
     pub session_max: Duration,
     pub mfa_pending: Duration,
-    pub trusted_proxies: Vec<IpAddr>,
+    /// Where the client's address comes from: trusted proxies and the header they set.
+    pub client_source: crate::http::client::Source,
+    /// Every rate limit in force (defaults of `crate::limits` with their settings applied).
+    pub limits: crate::limits::Limits,
     /// Request worker threads (ordinary requests; event streams get their own threads).
     pub workers: usize,
     /// Password-hashing threads; at most this many argon2 hashes (19 MiB each) run at once.
@@ -103,7 +106,8 @@ impl fmt::Debug for Config {
             .field("stream_queue", &self.stream_queue)
             .field("session_idle", &self.session_idle)
             .field("session_max", &self.session_max)
-            .field("trusted_proxies", &self.trusted_proxies)
+            .field("client_source", &self.client_source)
+            .field("limits", &self.limits)
             .field("workers", &self.workers)
             .field("hash_threads", &self.hash_threads)
             .field("hash_queue", &self.hash_queue)
@@ -189,7 +193,17 @@ impl Config {
             session_idle: secs(env.parse("CONSOLED_SESSION_IDLE_SECONDS", 12 * 3600)?),
             session_max: secs(env.parse("CONSOLED_SESSION_MAX_SECONDS", 7 * 24 * 3600)?),
             mfa_pending: secs(env.parse("CONSOLED_MFA_PENDING_SECONDS", 600)?),
-            trusted_proxies: parse_ips(&env.get("CONSOLED_TRUSTED_PROXIES").unwrap_or_default())?,
+            client_source: crate::http::client::Source {
+                trusted_proxies: parse_ips(
+                    &env.get("CONSOLED_TRUSTED_PROXIES").unwrap_or_default(),
+                )?,
+                header: env
+                    .get("CONSOLED_CLIENT_IP_HEADER")
+                    .unwrap_or_else(|| crate::http::client::FORWARDED_FOR.into())
+                    .trim()
+                    .to_ascii_lowercase(),
+            },
+            limits: crate::limits::Limits::from_settings(|name, default| env.parse(name, default))?,
             workers: env.parse("CONSOLED_WORKERS", 32)?,
             hash_threads,
             hash_queue: env.parse("CONSOLED_HASH_QUEUE", hash_threads * 4)?,
@@ -221,6 +235,19 @@ impl Config {
             if value == 0 {
                 return Err(ConfigError(format!("{name} must be at least 1")));
             }
+        }
+        if let Some(name) = self.limits.invalid() {
+            return Err(ConfigError(format!("{name} must be at least 1")));
+        }
+        if self
+            .client_source
+            .header
+            .parse::<tiny_http::HeaderField>()
+            .is_err()
+        {
+            return Err(ConfigError(
+                "CONSOLED_CLIENT_IP_HEADER is not a header name".into(),
+            ));
         }
         if self.ping_interval < Duration::from_millis(10) {
             return Err(ConfigError("CONSOLED_PING_SECONDS is too small".into()));

@@ -13,6 +13,7 @@ pub mod error;
 pub mod events;
 pub mod hashing;
 pub mod http;
+pub mod limits;
 pub mod mail;
 pub mod maintenance;
 pub mod metrics;
@@ -84,6 +85,7 @@ pub fn serve_on(config: Config, listener: std::net::TcpListener) -> Result<Servi
     let origins = config.origins().to_vec();
     let app = Arc::new(App {
         hasher: hashing::Hasher::start(config.hash_threads, config.hash_queue),
+        signin_blocks: auth::throttle::Blocks::default(),
         metrics: Arc::new(metrics::Metrics::default()),
         hub: Arc::new(events::Hub::new()),
         pool,

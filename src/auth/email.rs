@@ -4,21 +4,13 @@
 //! Handlers only queue mails (`outbox`) in their transaction; the sender thread mints the link
 //! tokens and talks to the mail server (src/mail.rs), so no request waits on SMTP.
 
-use std::time::Duration;
-
 use crate::app::{App, Reply};
 use crate::db::mail_tokens::{self, Live, Purpose};
 use crate::db::{self, outbox, rate, sessions, users};
 use crate::error::{ApiError, ApiResult, Code};
 use crate::http::json::{Email, Fields, Password};
 use crate::http::{Request, Response};
-
-const RESEND_LIMITS: [(&str, i64, Duration); 2] = [
-    ("minute", 1, Duration::from_secs(60)),
-    ("day", 5, Duration::from_secs(24 * 3600)),
-];
-const RESET_MAILS_PER_ADDRESS: i64 = 3;
-const RESET_MAIL_WINDOW: Duration = Duration::from_secs(3600);
+use crate::limits::Bucket;
 
 fn invalid_token() -> ApiError {
     ApiError::new(Code::InvalidToken)
@@ -67,14 +59,14 @@ pub fn resend(app: &App, req: &Request) -> ApiResult<Reply> {
     if user.email_verified {
         return Ok(Response::empty(204).into());
     }
-    let buckets: Vec<String> = RESEND_LIMITS
-        .iter()
-        .map(|(name, _, _)| format!("verify-resend:{name}:{}", user.id))
-        .collect();
+    let buckets = [
+        Bucket::VerifyMailsPerMinute(user.id),
+        Bucket::VerifyMailsPerDay(user.id),
+    ];
     let mut wait = None;
-    for (bucket, (_, limit, window)) in buckets.iter().zip(RESEND_LIMITS) {
-        rate::lock(&mut tx, bucket)?;
-        wait = wait.max(rate::blocked(&mut tx, bucket, limit, window)?);
+    for bucket in &buckets {
+        rate::lock(&mut tx, &bucket.key())?;
+        wait = wait.max(rate::blocked(&mut tx, &app.config.limits, bucket)?);
     }
     if let Some(wait) = wait {
         return Err(ApiError::rate_limited(wait)
@@ -98,8 +90,7 @@ pub fn forgot(app: &App, req: &Request) -> ApiResult<Reply> {
     let email = Email::parse(fields.string("email")?)?;
     let mut c = db::conn(&app.pool)?;
     let mut tx = c.transaction()?;
-    let bucket = format!("reset-mail:{}", email.as_str());
-    let wait = rate::take(&mut tx, &bucket, RESET_MAILS_PER_ADDRESS, RESET_MAIL_WINDOW)?;
+    let wait = rate::take(&mut tx, &app.config.limits, &Bucket::ResetMail(&email))?;
     // Past the cap the request is dropped silently, whether the address has an account or not.
     if wait.is_none() {
         outbox::enqueue_for_address(&mut tx, "password_reset", email.as_str())?;
@@ -114,6 +105,8 @@ pub fn reset(app: &App, req: &Request) -> ApiResult<Reply> {
     let fields = Fields::parse(&req.body)?;
     let token = token_field(&fields)?;
     let password = Password::parse(fields.string("password")?, "password")?;
+    let client = req.client(&app.config.client_source);
+    app.hasher.check(client)?;
     {
         // A cheap look first, so that a wrong token costs no password hash.
         let mut c = db::conn(&app.pool)?;
@@ -121,7 +114,7 @@ pub fn reset(app: &App, req: &Request) -> ApiResult<Reply> {
             .ok_or_else(invalid_token)?;
     }
     // No connection is held while hashing.
-    let hash = app.hasher.hash(password.as_str())?;
+    let hash = app.hasher.hash(client, password.as_str())?;
 
     let mut c = db::conn(&app.pool)?;
     let mut tx = c.transaction()?;

@@ -8,6 +8,7 @@ pub mod login;
 pub mod mfa;
 pub mod oauth;
 pub mod signup;
+pub mod throttle;
 
 use postgres::GenericClient;
 use serde_json::{json, Value};

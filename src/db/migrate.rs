@@ -4,11 +4,19 @@
 use postgres::Client;
 
 /// (version, name, SQL). A test checks that this list matches the files in `migrations/`.
-pub const MIGRATIONS: &[(i32, &str, &str)] = &[(
-    1,
-    "0001_init.sql",
-    include_str!("../../migrations/0001_init.sql"),
-)];
+/// Versions increase; a gap is allowed (migrations written in parallel are renumbered at merge).
+pub const MIGRATIONS: &[(i32, &str, &str)] = &[
+    (
+        1,
+        "0001_init.sql",
+        include_str!("../../migrations/0001_init.sql"),
+    ),
+    (
+        3,
+        "0003_device_cookies.sql",
+        include_str!("../../migrations/0003_device_cookies.sql"),
+    ),
+];
 
 /// An arbitrary constant naming our lock in `pg_advisory_lock`.
 const LOCK_KEY: i64 = 0x636f_6e73_6f6c_6564; // "consoled"
@@ -69,8 +77,11 @@ mod tests {
         files.sort();
         let listed: Vec<String> = MIGRATIONS.iter().map(|m| m.1.to_string()).collect();
         assert_eq!(files, listed);
-        for (i, m) in MIGRATIONS.iter().enumerate() {
-            assert_eq!(m.0 as usize, i + 1);
+        assert_eq!(MIGRATIONS[0].0, 1);
+        for pair in MIGRATIONS.windows(2) {
+            assert!(pair[0].0 < pair[1].0, "versions increase");
+        }
+        for m in MIGRATIONS {
             assert!(m.1.starts_with(&format!("{:04}_", m.0)));
         }
     }

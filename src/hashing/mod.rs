@@ -1,0 +1,348 @@
+//! Password hashing (argon2id, m=19456 KiB, t=2, p=1) on its own bounded pool, admitted fairly
+//! per client address (`fair`).
+//!
+//! A hash takes ~50 ms of CPU and 19 MiB of memory. Running them on request workers would let a
+//! login flood occupy every worker and every megabyte; here at most `threads` hashes run at once
+//! and at most `queue` wait. Every endpoint that hashes (login, signup, password reset) names
+//! its client (`Client`): waiting jobs are served round-robin across clients, and while others
+//! want a place, one client holds at most its share of the places (threads + queue, divided by
+//! the clients holding or asking for one). A newcomer below its share who finds every place
+//! taken takes the newest waiting place of the client furthest over its share, and that request
+//! is refused (429) instead. So a flood from one address slows the others by at most one hash
+//! per round, and nothing is refused while there is room.
+//!
+//! Each hash thread allocates its 19 MiB of argon2 blocks once and reuses them: letting the
+//! library allocate per hash left glibc holding several freed 19 MiB chunks per arena (we measured
+//! 200 MB resident after 20 logins), so hash memory is now exactly threads × 19 MiB.
+pub mod fair;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread;
+
+use argon2::password_hash::phc::{Output, ParamsString, PasswordHash, Salt};
+use argon2::{Algorithm, Argon2, Block, Params, Version};
+use crossbeam_channel::{bounded, Sender};
+
+use crate::error::ApiError;
+use crate::http::client::Client;
+use fair::{FairQueue, Pushed};
+
+enum Work {
+    Hash(String),
+    /// `None`: no stored hash (unknown address, or an account without a password).
+    Verify(String, Option<String>),
+}
+
+enum Done {
+    Hashed(Result<String, String>),
+    Verified(bool),
+}
+
+/// A waiting job; its reply is `None` when a fairer claim took its place.
+struct Job {
+    work: Work,
+    reply: Sender<Option<Done>>,
+}
+
+struct Shared {
+    queue: FairQueue<Job>,
+    /// Requests refused because their client held its share (or there was no place at all).
+    refused: AtomicU64,
+    /// Hashes computed (for /metrics, and for tests that prove a refusal cost none).
+    computed: AtomicU64,
+}
+
+#[derive(Clone)]
+pub struct Hasher {
+    shared: Arc<Shared>,
+}
+
+impl Hasher {
+    pub fn start(threads: usize, queue: usize) -> Hasher {
+        let shared = Arc::new(Shared {
+            queue: FairQueue::new(threads, queue),
+            refused: AtomicU64::new(0),
+            computed: AtomicU64::new(0),
+        });
+        // A real hash of a random password: a login for an unknown address is verified against
+        // it, so that it costs the same as a login for a known address.
+        let dummy =
+            Arc::new(hash_blocking(&crate::crypto::new_token()).expect("hash a random password"));
+        for i in 0..threads {
+            let (shared, dummy) = (shared.clone(), dummy.clone());
+            thread::Builder::new()
+                .name(format!("hash-{i}"))
+                .spawn(move || {
+                    let mut memory = Memory::new();
+                    loop {
+                        let (client, job) = shared.queue.next();
+                        let done = run(job.work, &dummy, &mut memory);
+                        shared.computed.fetch_add(1, Ordering::Relaxed);
+                        let _ = job.reply.send(Some(done));
+                        shared.queue.finished(client);
+                    }
+                })
+                .expect("spawn hash thread");
+        }
+        Hasher { shared }
+    }
+
+    /// Jobs waiting for a hash thread.
+    pub fn queue_depth(&self) -> usize {
+        self.shared.queue.queued()
+    }
+
+    /// Requests refused at admission so far (for /metrics).
+    pub fn refused(&self) -> u64 {
+        self.shared.refused.load(Ordering::Relaxed)
+    }
+
+    /// Hashes computed so far (for /metrics).
+    pub fn computed(&self) -> u64 {
+        self.shared.computed.load(Ordering::Relaxed)
+    }
+
+    /// A cheap early refusal, before a request costs any database work: 429 when `client` would
+    /// get no hash place now. (`hash`/`verify` decide again; this look may race.)
+    pub fn check(&self, client: Client) -> Result<(), ApiError> {
+        if self.shared.queue.has_place(client) {
+            return Ok(());
+        }
+        Err(self.refuse())
+    }
+
+    pub fn hash(&self, client: Client, password: &str) -> Result<String, ApiError> {
+        match self.submit(client, Work::Hash(password.to_string()))? {
+            Done::Hashed(r) => r.map_err(ApiError::internal),
+            Done::Verified(_) => Err(ApiError::internal("hash thread mixed up a reply")),
+        }
+    }
+
+    /// Verifies `password` against `stored`; with `None` the same work is done against a dummy
+    /// hash and the answer is false.
+    pub fn verify(
+        &self,
+        client: Client,
+        password: &str,
+        stored: Option<&str>,
+    ) -> Result<bool, ApiError> {
+        let work = Work::Verify(password.to_string(), stored.map(str::to_string));
+        match self.submit(client, work)? {
+            Done::Verified(ok) => Ok(ok),
+            Done::Hashed(_) => Err(ApiError::internal("hash thread mixed up a reply")),
+        }
+    }
+
+    fn submit(&self, client: Client, work: Work) -> Result<Done, ApiError> {
+        let (reply, answer) = bounded(1);
+        match self.shared.queue.push(client, Job { work, reply }) {
+            Pushed::Queued => {}
+            // Its waiter answers 429 (and counts the refusal).
+            Pushed::Displaced(other) => drop(other.reply.send(None)),
+            Pushed::Refused(_) => return Err(self.refuse()),
+        }
+        match answer.recv() {
+            Ok(Some(done)) => Ok(done),
+            Ok(None) => Err(self.refuse()),
+            Err(_) => Err(ApiError::internal("hash thread vanished")),
+        }
+    }
+
+    fn refuse(&self) -> ApiError {
+        self.shared.refused.fetch_add(1, Ordering::Relaxed);
+        busy()
+    }
+}
+
+fn busy() -> ApiError {
+    ApiError::rate_limited(1).message("Too many sign-ins at once; try again in a second.")
+}
+
+fn run(work: Work, dummy: &str, memory: &mut Memory) -> Done {
+    match work {
+        Work::Hash(password) => Done::Hashed(memory.hash(&password)),
+        Work::Verify(password, Some(stored)) => Done::Verified(memory.verify(&password, &stored)),
+        Work::Verify(password, None) => {
+            memory.verify(&password, dummy);
+            Done::Verified(false)
+        }
+    }
+}
+
+/// The argon2 working memory of one hash thread, for the service's parameters (argon2id v19,
+/// m=19456 KiB, t=2, p=1: `Params::default()`).
+struct Memory {
+    blocks: Vec<Block>,
+}
+
+impl Memory {
+    fn new() -> Memory {
+        Memory {
+            blocks: vec![Block::default(); Params::default().block_count()],
+        }
+    }
+
+    fn hash(&mut self, password: &str) -> Result<String, String> {
+        let salt = crate::crypto::random_bytes::<16>();
+        let mut out = [0u8; Params::DEFAULT_OUTPUT_LEN];
+        Argon2::default()
+            .hash_password_into_with_memory(password.as_bytes(), &salt, &mut out, &mut self.blocks)
+            .map_err(|e| format!("argon2: {e}"))?;
+        let phc = PasswordHash {
+            algorithm: Algorithm::Argon2id.ident(),
+            version: Some(Version::V0x13.into()),
+            params: ParamsString::try_from(&Params::default()).map_err(|e| e.to_string())?,
+            salt: Some(Salt::new(&salt).map_err(|e| e.to_string())?),
+            hash: Some(Output::new(&out).map_err(|e| e.to_string())?),
+        };
+        Ok(phc.to_string())
+    }
+
+    /// False for a wrong password and for anything that is not an argon2 PHC string.
+    fn verify(&mut self, password: &str, phc: &str) -> bool {
+        let Ok(parsed) = PasswordHash::new(phc) else {
+            return false;
+        };
+        let (Some(salt), Some(expected)) = (&parsed.salt, &parsed.hash) else {
+            return false;
+        };
+        let Ok(algorithm) = Algorithm::try_from(parsed.algorithm.as_str()) else {
+            return false;
+        };
+        let Ok(params) = Params::try_from(&parsed) else {
+            return false;
+        };
+        let version = parsed
+            .version
+            .and_then(|v| Version::try_from(v).ok())
+            .unwrap_or_default();
+        let mut out = vec![0u8; expected.len()];
+        let argon = Argon2::new(algorithm, version, params.clone());
+        let computed = if params.block_count() == self.blocks.len() {
+            argon.hash_password_into_with_memory(
+                password.as_bytes(),
+                salt,
+                &mut out,
+                &mut self.blocks,
+            )
+        } else {
+            // A hash made with other parameters (an older or newer setting): its own memory.
+            argon.hash_password_into(password.as_bytes(), salt, &mut out)
+        };
+        computed.is_ok() && crate::crypto::constant_time_eq(&out, expected.as_bytes())
+    }
+}
+
+/// Hashes on the calling thread with memory of its own; for start-up and the benchmark baseline.
+pub fn hash_blocking(password: &str) -> Result<String, String> {
+    Memory::new().hash(password)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use argon2::password_hash::PasswordVerifier;
+
+    fn client(ip: &str) -> Client {
+        Client::of(Some(ip.parse().unwrap()))
+    }
+
+    #[test]
+    fn hash_and_verify() {
+        let h = Hasher::start(1, 4);
+        let c = client("10.0.0.1");
+        let stored = h.hash(c, "correct horse battery").unwrap();
+        assert!(
+            stored.starts_with("$argon2id$v=19$m=19456,t=2,p=1$"),
+            "{stored}"
+        );
+        assert!(h.verify(c, "correct horse battery", Some(&stored)).unwrap());
+        assert!(!h.verify(c, "wrong password!", Some(&stored)).unwrap());
+        assert!(!h.verify(c, "anything at all", None).unwrap());
+        assert!(!h
+            .verify(c, "anything at all", Some("not a phc string"))
+            .unwrap());
+    }
+
+    #[test]
+    fn hashes_of_the_library_and_of_other_parameters_verify() {
+        use argon2::password_hash::PasswordHasher;
+        let salt = [7u8; 16];
+        let library = Argon2::default()
+            .hash_password_with_salt(b"library made", &salt)
+            .unwrap()
+            .to_string();
+        let mut memory = Memory::new();
+        assert!(memory.verify("library made", &library));
+        assert!(!memory.verify("library made!", &library));
+        let cheap = Argon2::from(Params::new(1024, 1, 1, None).unwrap())
+            .hash_password_with_salt(b"cheap", &salt)
+            .unwrap()
+            .to_string();
+        assert!(memory.verify("cheap", &cheap));
+        let ours = memory.hash("ours").unwrap();
+        assert!(Argon2::default()
+            .verify_password(b"ours", &PasswordHash::new(&ours).unwrap())
+            .is_ok());
+    }
+
+    #[test]
+    fn full_queue_is_refused_not_queued() {
+        let h = Hasher::start(1, 1);
+        let handles: Vec<_> = (0..8)
+            .map(|_| {
+                let h = h.clone();
+                thread::spawn(move || h.hash(client("10.0.0.1"), "some password here").map(|_| ()))
+            })
+            .collect();
+        let results: Vec<_> = handles.into_iter().map(|t| t.join().unwrap()).collect();
+        let refused = results
+            .iter()
+            .filter(|r| {
+                r.as_ref()
+                    .is_err_and(|e| e.code == crate::error::Code::RateLimited)
+            })
+            .count();
+        assert!(
+            refused >= 1,
+            "8 concurrent hashes on 1 thread + queue 1 must refuse some"
+        );
+        assert!(results.iter().any(|r| r.is_ok()));
+    }
+
+    /// One client keeps every place taken; another client is still admitted, and served
+    /// before the first client's backlog.
+    #[test]
+    fn a_client_below_its_share_takes_a_place_from_a_hog() {
+        let h = Hasher::start(1, 4);
+        let hog: Vec<_> = (0..12)
+            .map(|_| {
+                let h = h.clone();
+                thread::spawn(move || {
+                    let t = std::time::Instant::now();
+                    (h.hash(client("10.0.0.1"), "hog password").is_ok(), t)
+                })
+            })
+            .collect();
+        // Let the hog fill the pool.
+        while h.queue_depth() < 4 {
+            thread::sleep(std::time::Duration::from_millis(1));
+        }
+        let started = std::time::Instant::now();
+        for _ in 0..3 {
+            h.hash(client("10.0.0.2"), "victim password")
+                .expect("a client below its share is admitted");
+        }
+        let victim_done = started.elapsed();
+        let hog_ok = hog
+            .into_iter()
+            .map(|t| t.join().unwrap().0)
+            .filter(|ok| *ok)
+            .count();
+        assert!(hog_ok < 12, "the hog lost places to the victim");
+        // Round-robin: each victim hash waits for at most about two hog hashes.
+        assert!(h.refused() >= 1);
+        assert!(victim_done.as_secs_f64() < 3.0, "{victim_done:?}");
+    }
+}
