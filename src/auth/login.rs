@@ -74,9 +74,7 @@ pub fn post(app: &App, req: &Request) -> ApiResult<Reply> {
             return Err(ApiError::new(Code::InvalidCredentials));
         }
         _ => {
-            for bucket in failure_buckets(&email, client) {
-                rate::record(&mut tx, &bucket)?;
-            }
+            rate::record_all(&mut tx, &failure_buckets(&email, client))?;
             tx.commit()?;
             return Err(ApiError::new(Code::InvalidCredentials));
         }
@@ -111,15 +109,16 @@ fn check_limits(
     email: &Email,
     client: Client,
 ) -> ApiResult<()> {
-    for bucket in failure_buckets(email, client) {
-        if let Some(wait) = rate::blocked(c, &app.config.limits, &bucket)? {
-            if let Bucket::LoginClient(_) = bucket {
+    let buckets = failure_buckets(email, client);
+    match rate::first_blocked(c, &app.config.limits, &buckets)? {
+        Some((i, wait)) => {
+            if let Bucket::LoginClient(_) = buckets[i] {
                 app.signin_blocks.block(client, wait);
             }
-            return Err(refused(app, wait));
+            Err(refused(app, wait))
         }
+        None => Ok(()),
     }
-    Ok(())
 }
 
 /// A refusal by a failed-sign-in limit: counted in /metrics, never logged.

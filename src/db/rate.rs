@@ -31,6 +31,48 @@ pub fn blocked(
     Ok(Some(wait.unwrap_or(1.0).ceil().max(1.0) as u64))
 }
 
+/// The first of `buckets` that is full, and seconds until it has room; one round trip.
+pub fn first_blocked(
+    c: &mut impl GenericClient,
+    limits: &Limits,
+    buckets: &[Bucket],
+) -> Result<Option<(usize, u64)>, postgres::Error> {
+    let keys: Vec<String> = buckets.iter().map(Bucket::key).collect();
+    let windows: Vec<f64> = buckets.iter().map(|b| b.window().as_secs_f64()).collect();
+    let caps: Vec<i64> = buckets.iter().map(|b| limits.limit(b.kind())).collect();
+    let rows = c.query(
+        "SELECT b.i, r.n, r.wait
+           FROM unnest($1::text[], $2::float8[], $3::int8[]) WITH ORDINALITY AS b(key, secs, cap, i)
+          CROSS JOIN LATERAL (
+                SELECT count(*) AS n,
+                       extract(epoch FROM min(at) + make_interval(secs => b.secs) - now())::float8
+                         AS wait
+                  FROM (SELECT at FROM rate_events
+                         WHERE bucket = b.key AND at > now() - make_interval(secs => b.secs)
+                         ORDER BY at DESC LIMIT b.cap) recent) r
+          ORDER BY b.i",
+        &[&keys, &windows, &caps],
+    )?;
+    for row in rows {
+        let (i, n, wait): (i64, i64, Option<f64>) = (row.get(0), row.get(1), row.get(2));
+        let i = (i - 1) as usize;
+        if n >= caps[i] {
+            return Ok(Some((i, wait.unwrap_or(1.0).ceil().max(1.0) as u64)));
+        }
+    }
+    Ok(None)
+}
+
+/// Counts one event in each of `buckets`; one round trip.
+pub fn record_all(c: &mut impl GenericClient, buckets: &[Bucket]) -> Result<(), postgres::Error> {
+    let keys: Vec<String> = buckets.iter().map(Bucket::key).collect();
+    c.execute(
+        "INSERT INTO rate_events (bucket) SELECT unnest($1::text[])",
+        &[&keys],
+    )?;
+    Ok(())
+}
+
 pub fn record(c: &mut impl GenericClient, bucket: &Bucket) -> Result<(), postgres::Error> {
     c.execute(
         "INSERT INTO rate_events (bucket) VALUES ($1)",
