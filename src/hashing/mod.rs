@@ -319,30 +319,21 @@ mod tests {
         let hog: Vec<_> = (0..12)
             .map(|_| {
                 let h = h.clone();
-                thread::spawn(move || {
-                    let t = std::time::Instant::now();
-                    (h.hash(client("10.0.0.1"), "hog password").is_ok(), t)
-                })
+                thread::spawn(move || h.hash(client("10.0.0.1"), "hog password").map(|_| ()))
             })
             .collect();
-        // Let the hog fill the pool.
+        // Let the hog fill every waiting place.
         while h.queue_depth() < 4 {
             thread::sleep(std::time::Duration::from_millis(1));
         }
-        let started = std::time::Instant::now();
-        for _ in 0..3 {
-            h.hash(client("10.0.0.2"), "victim password")
-                .expect("a client below its share is admitted");
+        h.hash(client("10.0.0.2"), "victim password")
+            .expect("a client below its share is admitted into a full pool");
+        // Every hog request is answered: hashed, or refused with 429 (a displaced waiter too).
+        for t in hog {
+            if let Err(e) = t.join().unwrap() {
+                assert_eq!(e.code, crate::error::Code::RateLimited);
+            }
         }
-        let victim_done = started.elapsed();
-        let hog_ok = hog
-            .into_iter()
-            .map(|t| t.join().unwrap().0)
-            .filter(|ok| *ok)
-            .count();
-        assert!(hog_ok < 12, "the hog lost places to the victim");
-        // Round-robin: each victim hash waits for at most about two hog hashes.
         assert!(h.refused() >= 1);
-        assert!(victim_done.as_secs_f64() < 3.0, "{victim_done:?}");
     }
 }
