@@ -385,6 +385,33 @@ mod tests {
     }
 
     #[test]
+    fn client_address_and_limit_settings() {
+        let base = ("DATABASE_URL", "postgres://a@b/c");
+        let c = Config::from_vars(vars(&[base])).unwrap();
+        assert_eq!(c.client_source.header, "x-forwarded-for");
+        assert!(c.client_source.trusted_proxies.is_empty());
+        let c = Config::from_vars(vars(&[
+            base,
+            ("CONSOLED_CLIENT_IP_HEADER", " X-Real-IP "),
+            ("CONSOLED_TRUSTED_PROXIES", "10.0.0.1, ::1"),
+            ("CONSOLED_LOGIN_FAILURES_PER_CLIENT", "7"),
+        ]))
+        .unwrap();
+        assert_eq!(c.client_source.header, "x-real-ip");
+        assert_eq!(c.client_source.trusted_proxies.len(), 2);
+        let kind = crate::limits::Kind::LoginFailuresPerClient;
+        assert_eq!(c.limits.limit(kind), 7);
+        for (name, value) in [
+            ("CONSOLED_CLIENT_IP_HEADER", "not a header"),
+            ("CONSOLED_LOGIN_FAILURES_PER_CLIENT", "0"),
+            ("CONSOLED_DEVICE_COOKIE_FAILURES", "many"),
+        ] {
+            let err = Config::from_vars(vars(&[base, (name, value)])).unwrap_err();
+            assert!(err.0.contains(name), "{err}");
+        }
+    }
+
+    #[test]
     fn debug_redacts_secrets() {
         let c = Config::from_vars(vars(&[
             ("DATABASE_URL", "postgres://u:hunter2@h/db"),
