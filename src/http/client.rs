@@ -65,7 +65,8 @@ pub struct Source {
 impl Source {
     /// The client's address for a request from `peer` with these (lower-case) header lines.
     pub fn resolve(&self, peer: Option<IpAddr>, headers: &[(String, String)]) -> Option<IpAddr> {
-        let peer = peer?;
+        // A dual-stack listener reports IPv4 peers as `::ffff:a.b.c.d`.
+        let peer = peer?.to_canonical();
         if !self.trusted_proxies.contains(&peer) {
             return Some(peer);
         }
@@ -96,9 +97,10 @@ impl Source {
 /// An address as proxies write it: `1.2.3.4`, `1.2.3.4:5678`, `2001:db8::1`, `[2001:db8::1]:80`.
 fn parse_hop(hop: &str) -> Option<IpAddr> {
     let hop = hop.trim();
-    hop.parse()
+    hop.parse::<IpAddr>()
         .ok()
         .or_else(|| hop.parse::<std::net::SocketAddr>().ok().map(|s| s.ip()))
+        .map(|ip| ip.to_canonical())
 }
 
 #[cfg(test)]
@@ -171,6 +173,12 @@ mod tests {
         // The other header is ignored when this one is named.
         let other = [("x-forwarded-for", "8.8.8.8")];
         assert_eq!(resolve("x-real-ip", PROXY, &other), PROXY);
+    }
+
+    #[test]
+    fn a_proxy_seen_through_a_dual_stack_listener_is_still_trusted() {
+        let one = [("x-forwarded-for", "8.8.8.8")];
+        assert_eq!(resolve(FORWARDED_FOR, "::ffff:10.0.0.1", &one), "8.8.8.8");
     }
 
     #[test]
