@@ -45,6 +45,10 @@ pub fn post(app: &App, req: &Request) -> ApiResult<Reply> {
     let limits = &app.config.limits;
     let (user, trusted) = {
         let mut c = db::conn(&app.pool)?;
+        // Without a device cookie the limits come first: a refusal costs one query.
+        if device.is_none() {
+            check_limits(app, &mut *c, &email, client)?;
+        }
         let user = users::find_by_email(&mut *c, &email)?;
         let trusted = match (&device, &user) {
             (Some(token), Some(user)) => devices::valid(
@@ -55,7 +59,7 @@ pub fn post(app: &App, req: &Request) -> ApiResult<Reply> {
             )?,
             _ => false,
         };
-        if !trusted {
+        if device.is_some() && !trusted {
             check_limits(app, &mut *c, &email, client)?;
         }
         (user, trusted)
