@@ -1,5 +1,7 @@
 //! The fair queue in front of the hash threads: at most `threads` items run and `queue` wait;
-//! waiting items are served round-robin across clients; and when every waiting place is taken,
+//! the next item is the waiting client's that holds the fewest places (running or waiting; ties
+//! in turn), so a client with one request in goes before a flood's backlog; and when every
+//! waiting place is taken,
 //! a client below its share (places ÷ clients holding or asking for one) takes the newest
 //! waiting place of the client furthest over its share. A client at or over its share finds no
 //! place. So while others want places, no client holds more than its share, and nothing is
@@ -11,7 +13,7 @@ use std::sync::{Condvar, Mutex};
 use crate::http::client::Client;
 
 struct State<T> {
-    /// Waiting items per client, and the round-robin order of clients with waiting items.
+    /// Waiting items per client, and the clients with waiting items in turn order.
     waiting: HashMap<Client, VecDeque<T>>,
     order: VecDeque<Client>,
     /// Places (waiting or running) per client.
@@ -97,12 +99,14 @@ impl<T> FairQueue<T> {
         displaced.map_or(Pushed::Queued, Pushed::Displaced)
     }
 
-    /// The next item, round-robin across clients; blocks while there is none. The caller calls
-    /// `finished` with the client when the item's work is done.
+    /// The next item: of the waiting clients, the one holding the fewest places (in turn among
+    /// equals); blocks while there is none. The caller calls `finished` with the client when
+    /// the item's work is done.
     pub fn next(&self) -> (Client, T) {
         let mut s = self.state.lock().unwrap();
         loop {
-            if let Some(client) = s.order.pop_front() {
+            let least = (0..s.order.len()).min_by_key(|&i| s.held.get(&s.order[i]).copied());
+            if let Some(client) = least.and_then(|i| s.order.remove(i)) {
                 let queue = s.waiting.get_mut(&client).expect("ordered clients wait");
                 let item = queue.pop_front().expect("no empty queues are kept");
                 if queue.is_empty() {
@@ -190,6 +194,18 @@ mod tests {
         assert_eq!(q.next(), (other, 10));
         assert_eq!(q.next(), (third, 20));
         assert_eq!(q.queued(), 0);
+    }
+
+    #[test]
+    fn the_client_holding_fewest_places_goes_first() {
+        let q = FairQueue::new(1, 8);
+        let (hog, other) = (client(1), client(2));
+        for i in 0..4 {
+            assert!(queued(q.push(hog, i)));
+        }
+        assert!(queued(q.push(other, 10)));
+        assert_eq!(q.next(), (other, 10));
+        assert_eq!(q.next(), (hog, 0));
     }
 
     #[test]

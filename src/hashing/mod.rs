@@ -4,12 +4,13 @@
 //! A hash takes ~50 ms of CPU and 19 MiB of memory. Running them on request workers would let a
 //! login flood occupy every worker and every megabyte; here at most `threads` hashes run at once
 //! and at most `queue` wait. Every endpoint that hashes (login, signup, password reset) names
-//! its client (`Client`): waiting jobs are served round-robin across clients, and while others
+//! its client (`Client`): the next job is that of the waiting client holding the fewest places
+//! (in turn among equals), and while others
 //! want a place, one client holds at most its share of the places (threads + queue, divided by
 //! the clients holding or asking for one). A newcomer below its share who finds every place
 //! taken takes the newest waiting place of the client furthest over its share, and that request
-//! is refused (429) instead. So a flood from one address slows the others by at most one hash
-//! per round, and nothing is refused while there is room.
+//! is refused (429) instead. So a flood from one address delays another client's hash by about
+//! the hashes already running, and nothing is refused while there is room.
 //!
 //! Each hash thread allocates its 19 MiB of argon2 blocks once and reuses them: letting the
 //! library allocate per hash left glibc holding several freed 19 MiB chunks per arena (we measured
