@@ -16,6 +16,8 @@ pub struct App {
     pub config: Config,
     pub pool: Pool,
     pub hasher: Hasher,
+    /// Client addresses known to be over their failed-sign-in budget (the cheap refusal).
+    pub signin_blocks: crate::auth::throttle::Blocks,
     pub metrics: Arc<Metrics>,
     pub hub: Arc<Hub>,
     /// Lower-case origins of the base and console URLs (CSRF Origin check).
@@ -25,7 +27,7 @@ pub struct App {
     /// What this process can hold (connections, streams), derived at start.
     pub capacity: Capacity,
     /// Streams held per client address.
-    pub stream_shares: Arc<crate::shares::Shares>,
+    pub stream_shares: Arc<crate::shares::Shares<crate::http::client::Client>>,
 }
 
 /// What a handler produces: a complete response, or an event stream to hand to its own thread.

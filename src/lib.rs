@@ -14,6 +14,7 @@ pub mod error;
 pub mod events;
 pub mod hashing;
 pub mod http;
+pub mod limits;
 pub mod logging;
 pub mod mail;
 pub mod maintenance;
@@ -91,6 +92,7 @@ pub fn serve_on(config: Config, listener: std::net::TcpListener) -> Result<Servi
         stream_shares: shares::Shares::new(capacity.max_streams, config.client_share),
         capacity,
         hasher: hashing::Hasher::start(config.hash_threads, config.hash_queue),
+        signin_blocks: auth::throttle::Blocks::default(),
         metrics: Arc::new(metrics::Metrics::default()),
         hub: Arc::new(events::Hub::new()),
         pool,

@@ -7,7 +7,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use crate::app::App;
-use crate::db::{self, mail_tokens, rate, sessions};
+use crate::db::{self, devices, mail_tokens, rate, sessions};
 
 const PERIOD: Duration = Duration::from_secs(30);
 
@@ -35,9 +35,10 @@ fn sweep(app: &App) -> Result<(), String> {
         sessions::purge_expired(&mut *c, app.config.session_idle).map_err(|e| e.to_string())?;
     let events = rate::purge_old(&mut *c).map_err(|e| e.to_string())?;
     let tokens = mail_tokens::purge_dead(&mut *c).map_err(|e| e.to_string())?;
-    if expired + events + tokens > 0 {
+    let devices = devices::purge_expired(&mut *c).map_err(|e| e.to_string())?;
+    if expired + events + tokens + devices > 0 {
         log::debug!(
-            "maintenance: removed {expired} expired sessions, {events} old rate events, {tokens} dead mail tokens"
+            "maintenance: removed {expired} expired sessions, {events} old rate events, {tokens} dead mail tokens, {devices} expired device cookies"
         );
     }
     Ok(())

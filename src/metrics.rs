@@ -43,11 +43,17 @@ pub struct Metrics {
     /// Ended event streams by reason, in the order of `events::End` (revoked, shutdown,
     /// client_gone, pipelined, stalled).
     pub streams_ended: [AtomicU64; 5],
+    /// Sign-ins refused by a failed-sign-in limit, before any hash or database write.
+    pub signins_refused: AtomicU64,
 }
 
 /// Gauges read at scrape time from their owners.
 pub struct Gauges {
     pub hash_queue_depth: usize,
+    /// Requests the hash admission refused (their client held its share, or no place).
+    pub hashes_refused: u64,
+    /// Password hashes computed.
+    pub hashes_computed: u64,
     pub pool_connections: u32,
     pub pool_idle: u32,
     pub pool_max: u32,
@@ -185,6 +191,11 @@ impl Metrics {
                 "Cut connections reset because their client kept sending.",
                 &self.connections_aborted,
             ),
+            (
+                "consoled_signins_refused_total",
+                "Sign-ins refused by a failed-sign-in limit before any hash.",
+                &self.signins_refused,
+            ),
         ];
         for (name, help, value) in counters {
             let _ = writeln!(
@@ -204,6 +215,24 @@ impl Metrics {
                 out,
                 "consoled_streams_ended_total{{reason=\"{reason}\"}} {}",
                 value.load(Ordering::Relaxed)
+            );
+        }
+        let hash_counters = [
+            (
+                "consoled_hashes_refused_total",
+                "Requests refused by the fair hash admission.",
+                g.hashes_refused,
+            ),
+            (
+                "consoled_hashes_total",
+                "Password hashes computed (sign-in, sign-up, reset).",
+                g.hashes_computed,
+            ),
+        ];
+        for (name, help, value) in hash_counters {
+            let _ = writeln!(
+                out,
+                "# HELP {name} {help}\n# TYPE {name} counter\n{name} {value}"
             );
         }
         let gauges = [
@@ -254,6 +283,8 @@ mod tests {
         m.observe("login", 401, Duration::from_millis(30));
         let text = m.render(&Gauges {
             hash_queue_depth: 2,
+            hashes_refused: 5,
+            hashes_computed: 9,
             pool_connections: 3,
             pool_idle: 1,
             pool_max: 16,
@@ -263,5 +294,6 @@ mod tests {
             .contains("consoled_request_duration_seconds_bucket{route=\"login\",le=\"0.005\"} 1"));
         assert!(text.contains("consoled_request_duration_seconds_count{route=\"login\"} 2"));
         assert!(text.contains("consoled_hash_queue_depth 2"));
+        assert!(text.contains("consoled_hashes_refused_total 5"));
     }
 }

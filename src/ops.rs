@@ -21,6 +21,8 @@ pub fn metrics(app: &App, _req: &Request) -> ApiResult<Reply> {
     let state = app.pool.state();
     let gauges = Gauges {
         hash_queue_depth: app.hasher.queue_depth(),
+        hashes_refused: app.hasher.refused(),
+        hashes_computed: app.hasher.computed(),
         pool_connections: state.connections,
         pool_idle: state.idle_connections,
         pool_max: app.pool.max_size(),

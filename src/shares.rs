@@ -3,24 +3,26 @@
 //! dropping it gives the unit back.
 
 use std::collections::HashMap;
+use std::hash::Hash;
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
 
-/// Counts per address against a fixed per-address limit.
-pub struct Shares {
+/// Counts per address (`K`: an `IpAddr`, or the `Client` a request resolves to) against a fixed
+/// per-address limit.
+pub struct Shares<K = IpAddr> {
     limit: usize,
-    held: Mutex<HashMap<IpAddr, usize>>,
+    held: Mutex<HashMap<K, usize>>,
 }
 
 /// One unit held by an address.
-pub struct Ticket {
-    shares: Arc<Shares>,
-    ip: IpAddr,
+pub struct Ticket<K: Eq + Hash + Copy = IpAddr> {
+    shares: Arc<Shares<K>>,
+    ip: K,
 }
 
-impl Shares {
+impl<K: Eq + Hash + Copy> Shares<K> {
     /// `fraction` of `capacity` per address (at least one).
-    pub fn new(capacity: usize, fraction: f64) -> Arc<Shares> {
+    pub fn new(capacity: usize, fraction: f64) -> Arc<Shares<K>> {
         let limit = ((capacity as f64 * fraction).floor() as usize).max(1);
         Arc::new(Shares {
             limit,
@@ -33,7 +35,7 @@ impl Shares {
     }
 
     /// Takes a unit for `ip`, unless it already holds its share.
-    pub fn take(self: &Arc<Self>, ip: IpAddr) -> Option<Ticket> {
+    pub fn take(self: &Arc<Self>, ip: K) -> Option<Ticket<K>> {
         let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
         let n = held.entry(ip).or_insert(0);
         if *n >= self.limit {
@@ -47,7 +49,7 @@ impl Shares {
     }
 }
 
-impl Drop for Ticket {
+impl<K: Eq + Hash + Copy> Drop for Ticket<K> {
     fn drop(&mut self) {
         let mut held = self.shares.held.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(n) = held.get_mut(&self.ip) {
@@ -65,7 +67,7 @@ mod tests {
 
     #[test]
     fn an_address_holds_at_most_its_share_and_gets_it_back() {
-        let shares = Shares::new(8, 0.25);
+        let shares: Arc<Shares> = Shares::new(8, 0.25);
         let a: IpAddr = "10.0.0.1".parse().unwrap();
         let b: IpAddr = "10.0.0.2".parse().unwrap();
         let t1 = shares.take(a).unwrap();
@@ -74,6 +76,6 @@ mod tests {
         assert!(shares.take(b).is_some(), "others are not affected");
         drop(t1);
         assert!(shares.take(a).is_some());
-        assert_eq!(Shares::new(2, 0.25).limit(), 1);
+        assert_eq!(Shares::<IpAddr>::new(2, 0.25).limit(), 1);
     }
 }

@@ -13,6 +13,7 @@ use crate::db::tokens::{self, ApiToken};
 use crate::db::{self, visibility};
 use crate::error::{ApiError, ApiResult, Code};
 use crate::events::{Lease, Scope, StreamPlan, Timing};
+use crate::http::client::Client;
 use crate::http::Request;
 use crate::shares::Ticket;
 
@@ -81,17 +82,15 @@ pub fn get(app: &App, req: &Request) -> ApiResult<Reply> {
 /// Refuses a stream while this instance holds as many as it can (503), or while the client's
 /// address holds its share of them (429), before any lease is taken. Concurrent requests can
 /// pass the overall check by at most one per worker.
-fn admit(app: &App, req: &Request) -> ApiResult<Ticket> {
+fn admit(app: &App, req: &Request) -> ApiResult<Ticket<Client>> {
     let open = app.metrics.streams_open.load(Ordering::Relaxed);
     if open >= app.capacity.max_streams as u64 {
         return Err(ApiError::new(Code::Unavailable).message(
             "This server has as many event streams open as it can hold; try again shortly.",
         ));
     }
-    let ip = req
-        .client_ip(&app.config.trusted_proxies)
-        .unwrap_or(std::net::Ipv4Addr::UNSPECIFIED.into());
-    app.stream_shares.take(ip).ok_or_else(|| {
+    app.stream_shares
+        .take(req.client(&app.config.client_source)).ok_or_else(|| {
         ApiError::rate_limited(5).message(format!(
             "One client address may hold at most {} of this server's event streams; close one first.",
             app.stream_shares.limit()

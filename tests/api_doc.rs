@@ -11,7 +11,24 @@ use serde_json::Value;
 
 const API: &str = include_str!("../docs/API.md");
 const ERRORS_RS: &str = include_str!("../src/error.rs");
-const CONFIG_RS: &str = include_str!("../src/config.rs");
+/// Where settings are named: the configuration, and the rate limits it reads (`src/limits.rs`).
+const CONFIG_RS: &str = concat!(
+    include_str!("../src/config/mod.rs"),
+    include_str!("../src/config/env.rs"),
+    include_str!("../src/limits.rs")
+);
+
+/// `CONFIG_RS` without its unit tests.
+fn settings_code() -> String {
+    [
+        include_str!("../src/config/mod.rs"),
+        include_str!("../src/config/env.rs"),
+        include_str!("../src/limits.rs"),
+    ]
+    .iter()
+    .map(|f| &f[..f.find("#[cfg(test)]").unwrap_or(f.len())])
+    .collect()
+}
 
 /// `{provider}` in the documents is `*` in the router.
 fn pattern(path: &str) -> String {
@@ -272,7 +289,7 @@ fn the_readme_configuration_table_lists_every_setting() {
     let readme = include_str!("../README.md");
     let table = &readme[readme.find("## Configuration").unwrap()..];
     let table = &table[..table.find("\n## ").unwrap()];
-    let code = &CONFIG_RS[..CONFIG_RS.find("#[cfg(test)]").unwrap_or(CONFIG_RS.len())];
+    let code = settings_code();
     for var in code.split('"').filter(|s| {
         s.starts_with("CONSOLED_") && s.bytes().all(|b| b.is_ascii_uppercase() || b == b'_')
     }) {

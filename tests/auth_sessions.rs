@@ -5,6 +5,8 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::*;
+use consoled::http::json::Email;
+use consoled::limits::Bucket;
 use serde_json::json;
 
 #[test]
@@ -413,7 +415,7 @@ fn a_hundred_failures_per_address_block_every_ip() {
     // Ninety-nine failures from many addresses (recorded as the server does), then one more.
     db.execute(
         "INSERT INTO rate_events (bucket) SELECT $1 FROM generate_series(1, 99)",
-        &[&format!("login:{email}")],
+        &[&Bucket::LoginAccount(&Email::parse(&email).unwrap()).key()],
     )
     .unwrap();
     server.client().login(&email, "wrong password").expect(401);

@@ -7,11 +7,12 @@
 mod common;
 
 use std::io::{Read, Write};
-use std::net::{IpAddr, SocketAddr, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::{Duration, Instant};
 
 use common::*;
+use consoled::http::client::{Source, FORWARDED_FOR};
 use consoled::http::json::{parse_name, Email, Fields, Password};
 use consoled::http::{cookies, csrf, Method, Request};
 use serde_json::{json, Value};
@@ -114,7 +115,11 @@ fn case(what: &str, input: &dyn std::fmt::Debug, f: impl FnOnce()) {
 fn the_parsing_layer_never_panics_and_fails_only_with_4xx() {
     let mut rng = Rng::from_env();
     let origins = ["http://localhost:8080".to_string()];
-    let trusted: [IpAddr; 1] = ["127.0.0.1".parse().unwrap()];
+    let source = |header: &str| Source {
+        trusted_proxies: vec!["127.0.0.1".parse().unwrap()],
+        header: header.into(),
+    };
+    let (forwarded, real_ip) = (source(FORWARDED_FOR), source("x-real-ip"));
     for _ in 0..3000 {
         let header = rng.text(false);
         let name = rng
@@ -137,6 +142,7 @@ fn the_parsing_layer_never_panics_and_fails_only_with_4xx() {
             "sec-fetch-site",
             "x-csrf-token",
             "x-forwarded-for",
+            "x-real-ip",
         ] {
             if rng.chance(70) {
                 let value = if h == "cookie" && rng.chance(50) {
@@ -164,7 +170,8 @@ fn the_parsing_layer_never_panics_and_fails_only_with_4xx() {
                 assert!(!token.is_empty() && token.len() <= 256);
                 assert!(token.bytes().all(|b| b.is_ascii_graphic()));
             }
-            assert!(req.client_ip(&trusted).is_some());
+            assert!(req.client(&forwarded).ip().is_some());
+            assert!(req.client(&real_ip).ip().is_some());
             match req.require_json() {
                 Ok(()) => assert!(
                     req.body.is_empty()

@@ -108,19 +108,18 @@ fn idle_keep_alive_connections_are_closed_without_a_word() {
 fn keep_alive_never_cuts_a_connection_waiting_for_its_response() {
     // One hash thread and sixty-four logins at once: the last ones wait for many hashes, several
     // guard ticks longer than the keep-alive time-out, on connections that have already served
-    // a request.
+    // a request. Each login is for another account from another address, so that no
+    // failed-sign-in limit refuses the later ones early (all 64 hash).
     let server = TestServer::with(&[
         ("CONSOLED_KEEPALIVE_SECONDS", "0.05"),
         ("CONSOLED_HASH_THREADS", "1"),
         ("CONSOLED_HASH_QUEUE", "128"),
     ]);
-    let mut c = server.client();
-    let (email, _) = c.signup();
-    let csrf = c.csrf();
+    let csrf = server.client().csrf();
     let addr = server.addr;
     let clients: Vec<_> = (0..64)
         .map(|_| {
-            let (email, csrf) = (email.clone(), csrf.clone());
+            let (email, csrf, ip) = (unique_email(), csrf.clone(), unique_ip());
             std::thread::spawn(move || {
                 let mut s = TcpStream::connect(addr).unwrap();
                 s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
@@ -131,7 +130,8 @@ fn keep_alive_never_cuts_a_connection_waiting_for_its_response() {
                 let body = format!(r#"{{"email":"{email}","password":"wrong password 1"}}"#);
                 let rq = format!(
                     "POST /auth/login HTTP/1.1\r\nHost: x\r\nCookie: svc_csrf={csrf}\r\n\
-                     X-CSRF-Token: {csrf}\r\nContent-Type: application/json\r\n\
+                     X-CSRF-Token: {csrf}\r\nX-Forwarded-For: {ip}\r\n\
+                     Content-Type: application/json\r\n\
                      Content-Length: {}\r\n\r\n{body}",
                     body.len()
                 );

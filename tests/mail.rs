@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use common::smtp::{link_token, Mime, SmtpSink};
 use common::*;
+use consoled::limits::Bucket;
 use serde_json::json;
 
 const WAIT: Duration = Duration::from_secs(20);
@@ -197,7 +198,7 @@ fn resend_is_limited_per_minute_and_per_day_and_silent_once_verified() {
     let age_minute = || {
         db().execute(
             "UPDATE rate_events SET at = at - interval '61 seconds' WHERE bucket = $1",
-            &[&format!("verify-resend:minute:{id}")],
+            &[&Bucket::VerifyMailsPerMinute(id).key()],
         )
         .unwrap();
     };
@@ -216,8 +217,11 @@ fn resend_is_limited_per_minute_and_per_day_and_silent_once_verified() {
     // Every mailed token works until one of them is used; then the address is verified.
     verify(&mut c, &tokens[3]).expect(204);
     db().execute(
-        "DELETE FROM rate_events WHERE bucket LIKE 'verify-resend:%:' || $1",
-        &[&id.to_string()],
+        "DELETE FROM rate_events WHERE bucket = $1 OR bucket = $2",
+        &[
+            &Bucket::VerifyMailsPerMinute(id).key(),
+            &Bucket::VerifyMailsPerDay(id).key(),
+        ],
     )
     .unwrap();
     for _ in 0..3 {

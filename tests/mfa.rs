@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use common::*;
 use consoled::crypto::{base32_decode, sha256, totp_code, unix_now};
+use consoled::limits::Bucket;
 use postgres::fallible_iterator::FallibleIterator;
 use serde_json::{json, Value};
 
@@ -552,7 +553,7 @@ fn twenty_wrong_codes_an_hour_block_the_user_everywhere() {
     let mut owner = server.client();
     let user = enroll(&mut owner);
     let wrong = wrong_code(&user.secret);
-    let bucket = format!("totp:{}", user.user_id);
+    let bucket = Bucket::WrongCodes(user.user_id).key();
     // 18 wrong codes of the last hour, as if made in other sessions (cheaper than 18 logins).
     db().execute(
         "INSERT INTO rate_events (bucket, at)

@@ -4,25 +4,13 @@
 //! Handlers only queue mails (`outbox`) in their transaction; the sender thread mints the link
 //! tokens and talks to the mail server (src/mail.rs), so no request waits on SMTP.
 
-use std::net::IpAddr;
-use std::time::Duration;
-
 use crate::app::{App, Reply};
 use crate::db::mail_tokens::{self, Live, Purpose};
 use crate::db::{self, outbox, rate, sessions, users};
 use crate::error::{ApiError, ApiResult, Code};
 use crate::http::json::{Email, Fields, Password};
 use crate::http::{Request, Response};
-
-const RESEND_LIMITS: [(&str, i64, Duration); 2] = [
-    ("minute", 1, Duration::from_secs(60)),
-    ("day", 5, Duration::from_secs(24 * 3600)),
-];
-/// Reset mails one client may ask for one address, and for any addresses, per window. There is
-/// no cap per address alone: a stranger could use it up and silence the owner's own request.
-const RESET_MAILS_PER_ADDRESS_AND_CLIENT: i64 = 3;
-const RESET_MAILS_PER_CLIENT: i64 = 20;
-const RESET_MAIL_WINDOW: Duration = Duration::from_secs(3600);
+use crate::limits::Bucket;
 
 fn invalid_token() -> ApiError {
     ApiError::new(Code::InvalidToken)
@@ -71,14 +59,14 @@ pub fn resend(app: &App, req: &Request) -> ApiResult<Reply> {
     if user.email_verified {
         return Ok(Response::empty(204).into());
     }
-    let buckets: Vec<String> = RESEND_LIMITS
-        .iter()
-        .map(|(name, _, _)| format!("verify-resend:{name}:{}", user.id))
-        .collect();
+    let buckets = [
+        Bucket::VerifyMailsPerMinute(user.id),
+        Bucket::VerifyMailsPerDay(user.id),
+    ];
     let mut wait = None;
-    for (bucket, (_, limit, window)) in buckets.iter().zip(RESEND_LIMITS) {
-        rate::lock(&mut tx, bucket)?;
-        wait = wait.max(rate::blocked(&mut tx, bucket, limit, window)?);
+    for bucket in &buckets {
+        rate::lock(&mut tx, &bucket.key())?;
+        wait = wait.max(rate::blocked(&mut tx, &app.config.limits, bucket)?);
     }
     if let Some(wait) = wait {
         return Err(ApiError::rate_limited(wait)
@@ -104,42 +92,23 @@ pub fn resend(app: &App, req: &Request) -> ApiResult<Reply> {
 pub fn forgot(app: &App, req: &Request) -> ApiResult<Reply> {
     let fields = Fields::parse(&req.body)?;
     let email = Email::parse(fields.string("email")?)?;
-    let client = client_key(req.client_ip(&app.config.trusted_proxies));
-    let by_client = format!("reset-mail-client:{client}");
-    let by_address = format!("reset-mail:{}:{client}", email.as_str());
+    let client = req.client(&app.config.client_source);
     let mut c = db::conn(&app.pool)?;
     let mut tx = c.transaction()?;
-    rate::lock(&mut tx, &by_client)?;
-    rate::lock(&mut tx, &by_address)?;
-    let full = |tx: &mut postgres::Transaction, bucket: &str, limit| {
-        rate::blocked(tx, bucket, limit, RESET_MAIL_WINDOW).map(|w| w.is_some())
-    };
+    let buckets = [
+        Bucket::ResetMailClient(client),
+        Bucket::ResetMailAddressClient(&email, client),
+    ];
+    for bucket in &buckets {
+        rate::lock(&mut tx, &bucket.key())?;
+    }
     // Past a cap the request is dropped silently, whether the address has an account or not.
-    if !full(&mut tx, &by_client, RESET_MAILS_PER_CLIENT)?
-        && !full(&mut tx, &by_address, RESET_MAILS_PER_ADDRESS_AND_CLIENT)?
-    {
-        rate::record(&mut tx, &by_client)?;
-        rate::record(&mut tx, &by_address)?;
+    if rate::first_blocked(&mut tx, &app.config.limits, &buckets)?.is_none() {
+        rate::record_all(&mut tx, &buckets)?;
         outbox::enqueue_for_address(&mut tx, "password_reset", email.as_str())?;
     }
     tx.commit()?;
     Ok(Response::empty(204).into())
-}
-
-/// The client a limit counts against: its IPv4 address, or the /64 network of an IPv6 one (a
-/// single host is usually given a whole /64, and could otherwise rotate through it).
-fn client_key(ip: Option<IpAddr>) -> String {
-    match ip {
-        Some(IpAddr::V6(v6)) if v6.to_ipv4_mapped().is_none() => {
-            let s = v6.segments();
-            format!("{:x}:{:x}:{:x}:{:x}::/64", s[0], s[1], s[2], s[3])
-        }
-        Some(IpAddr::V6(v6)) => v6
-            .to_ipv4_mapped()
-            .map_or("unknown".into(), |v4| v4.to_string()),
-        Some(IpAddr::V4(v4)) => v4.to_string(),
-        None => "unknown".into(),
-    }
 }
 
 /// `POST /auth/password/reset {token, password}`: replaces the password, marks the address
@@ -148,6 +117,8 @@ pub fn reset(app: &App, req: &Request) -> ApiResult<Reply> {
     let fields = Fields::parse(&req.body)?;
     let token = token_field(&fields)?;
     let password = Password::parse(fields.string("password")?, "password")?;
+    let client = req.client(&app.config.client_source);
+    app.hasher.check(client)?;
     {
         // A cheap look first, so that a wrong token costs no password hash.
         let mut c = db::conn(&app.pool)?;
@@ -155,7 +126,7 @@ pub fn reset(app: &App, req: &Request) -> ApiResult<Reply> {
             .ok_or_else(invalid_token)?;
     }
     // No connection is held while hashing.
-    let hash = app.hasher.hash(password.as_str())?;
+    let hash = app.hasher.hash(client, password.as_str())?;
 
     let mut c = db::conn(&app.pool)?;
     let mut tx = c.transaction()?;
@@ -175,20 +146,4 @@ pub fn reset(app: &App, req: &Request) -> ApiResult<Reply> {
     Ok(Response::empty(204)
         .header("Set-Cookie", super::clear_session_cookie(app))
         .into())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn clients_are_ipv4_addresses_or_ipv6_networks() {
-        let key = |s: &str| client_key(Some(s.parse().unwrap()));
-        assert_eq!(key("10.1.2.3"), "10.1.2.3");
-        assert_eq!(key("::ffff:10.1.2.3"), "10.1.2.3");
-        assert_eq!(key("2001:db8:1:2:aaaa::1"), "2001:db8:1:2::/64");
-        assert_eq!(key("2001:db8:1:2:bbbb::9"), key("2001:db8:1:2::1"));
-        assert_ne!(key("2001:db8:1:3::1"), key("2001:db8:1:2::1"));
-        assert_eq!(client_key(None), "unknown");
-    }
 }

@@ -1,17 +1,30 @@
 //! `POST /auth/login`, `POST /auth/logout` and `GET /auth/session`.
 
-use std::time::Duration;
-
 use crate::app::{App, Reply};
-use crate::db::{self, rate, sessions, users};
+use crate::db::{self, devices, rate, sessions, users};
 use crate::error::{ApiError, ApiResult, Code};
+use crate::http::client::Client;
+use crate::http::cookies::SetCookie;
 use crate::http::json::{Email, Fields};
 use crate::http::{Request, Response};
+use crate::limits::{self, Bucket, Kind};
 
-const WINDOW: Duration = Duration::from_secs(15 * 60);
-const FAILURES_PER_ADDRESS_AND_IP: i64 = 10;
-const FAILURES_PER_ADDRESS: i64 = 100;
+/// The device cookie: issued on every successful sign-in, bound to that account.
+pub const DEVICE_COOKIE: &str = "svc_device";
 
+/// `POST /auth/login`. Order matters: every refusal by a limit comes before the hash and before
+/// any write, and costs no log line.
+///
+/// 1. Without a device cookie, an address remembered as over its failed-sign-in budget is
+///    refused from memory (`throttle`).
+/// 2. A device cookie that is live, of this account and under its own failure budget lets the
+///    sign-in past the address's and the account's limits (OWASP's device cookies: guessing
+///    cannot lock the owner's browser out). Otherwise the three failed-sign-in buckets
+///    (per address, per account and address, per account) are looked at.
+/// 3. The hash admission is asked first (cheaply, before the database: `Hasher::check`), then
+///    the password is verified through the fair hash admission, keyed by the client address.
+/// 4. A failure is counted on the cookie (trusted device) or on the three buckets; a success
+///    renews or issues the device cookie.
 pub fn post(app: &App, req: &Request) -> ApiResult<Reply> {
     let fields = Fields::parse(&req.body)?;
     let email = Email::parse(fields.string("email")?)?;
@@ -19,72 +32,125 @@ pub fn post(app: &App, req: &Request) -> ApiResult<Reply> {
     if password.chars().count() > 1024 {
         return Err(ApiError::invalid("password", "at most 1024 characters"));
     }
-    let ip = req
-        .client_ip(&app.config.trusted_proxies)
-        .map_or("unknown".to_string(), |ip| ip.to_string());
-    app.hasher.admit()?;
-    let throttle = Throttle::new(&email, &ip);
-
-    let user = {
+    let client = req.client(&app.config.client_source);
+    let device = req
+        .cookie(DEVICE_COOKIE)
+        .filter(|t| super::is_token_shaped(t));
+    if device.is_none() {
+        if let Some(wait) = app.signin_blocks.check(client) {
+            return Err(refused(app, wait));
+        }
+    }
+    app.hasher.check(client)?;
+    let limits = &app.config.limits;
+    let (user, trusted) = {
         let mut c = db::conn(&app.pool)?;
-        throttle.check(&mut *c)?;
-        users::find_by_email(&mut *c, &email)?
+        // Without a device cookie the limits come first: a refusal costs one query.
+        if device.is_none() {
+            check_limits(app, &mut *c, &email, client)?;
+        }
+        let user = users::find_by_email(&mut *c, &email)?;
+        let trusted = match (&device, &user) {
+            (Some(token), Some(user)) => devices::valid(
+                &mut *c,
+                token,
+                user.id,
+                limits.limit(Kind::DeviceCookieFailures),
+            )?,
+            _ => false,
+        };
+        if device.is_some() && !trusted {
+            check_limits(app, &mut *c, &email, client)?;
+        }
+        (user, trusted)
     };
     // Unknown address or no password: the same hash work, then the same answer.
     let stored = user.as_ref().and_then(|u| u.password_hash.as_deref());
-    let ok = app.hasher.verify(password, stored)?;
+    let ok = app.hasher.verify(client, password, stored)?;
 
     let mut c = db::conn(&app.pool)?;
     let mut tx = c.transaction()?;
-    let user = match user {
-        Some(user) if ok => user,
+    let user = match (user, &device) {
+        (Some(user), _) if ok => user,
+        (_, Some(token)) if trusted => {
+            devices::failed(&mut tx, token)?;
+            tx.commit()?;
+            return Err(ApiError::new(Code::InvalidCredentials));
+        }
         _ => {
-            throttle.record(&mut tx)?;
+            rate::record_all(&mut tx, &failure_buckets(&email, client))?;
             tx.commit()?;
             return Err(ApiError::new(Code::InvalidCredentials));
         }
     };
-    let response = super::start_session(app, &mut tx, 200, user.id, user.mfa_enabled)?;
+    let lifetime = device_lifetime();
+    let token = match device {
+        Some(token) if trusted => {
+            devices::succeeded(&mut tx, &token, lifetime)?;
+            token
+        }
+        _ => devices::create(&mut tx, user.id, lifetime)?,
+    };
+    let response = super::start_session(app, &mut tx, 200, user.id, user.mfa_enabled)?
+        .header("Set-Cookie", device_cookie(app, &token));
     tx.commit()?;
     log::info!("login user_id={} mfa_pending={}", user.id, user.mfa_enabled);
     Ok(response.into())
 }
 
-/// The failed-password counters of an address: per (address, client) and per address. Login
-/// and every other check of a password (re-authentication) count into the same ones.
-pub struct Throttle {
-    by_ip: String,
-    by_address: String,
+/// The failed-password buckets of a sign-in; every other check of a password (re-authentication)
+/// counts into the same ones.
+pub(super) fn failure_buckets(email: &Email, client: Client) -> [Bucket<'_>; 3] {
+    [
+        Bucket::LoginClient(client),
+        Bucket::LoginAccountClient(email, client),
+        Bucket::LoginAccount(email),
+    ]
 }
 
-impl Throttle {
-    pub fn new(email: &Email, ip: &str) -> Throttle {
-        Throttle {
-            by_ip: format!("login:{}:{ip}", email.as_str()),
-            by_address: format!("login:{}", email.as_str()),
-        }
-    }
-
-    /// 429 `rate_limited` while either counter is full, whether the next password is right or not.
-    pub fn check(&self, c: &mut impl postgres::GenericClient) -> ApiResult<()> {
-        let wait = match rate::blocked(c, &self.by_ip, FAILURES_PER_ADDRESS_AND_IP, WINDOW)? {
-            Some(w) => Some(w),
-            None => rate::blocked(c, &self.by_address, FAILURES_PER_ADDRESS, WINDOW)?,
-        };
-        match wait {
-            Some(wait) => {
-                Err(ApiError::rate_limited(wait)
-                    .message("Too many failed sign-ins; try again later."))
+/// 429 when any failed-sign-in bucket is full; an address over its own budget is remembered.
+pub(super) fn check_limits(
+    app: &App,
+    c: &mut impl postgres::GenericClient,
+    email: &Email,
+    client: Client,
+) -> ApiResult<()> {
+    let buckets = failure_buckets(email, client);
+    match rate::first_blocked(c, &app.config.limits, &buckets)? {
+        Some((i, wait)) => {
+            if let Bucket::LoginClient(_) = buckets[i] {
+                app.signin_blocks.block(client, wait);
             }
-            None => Ok(()),
+            Err(refused(app, wait))
         }
+        None => Ok(()),
     }
+}
 
-    /// Counts a wrong password.
-    pub fn record(&self, c: &mut impl postgres::GenericClient) -> Result<(), postgres::Error> {
-        rate::record(c, &self.by_ip)?;
-        rate::record(c, &self.by_address)
+/// A refusal by a failed-sign-in limit: counted in /metrics, never logged.
+fn refused(app: &App, wait: u64) -> ApiError {
+    app.metrics
+        .signins_refused
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    ApiError::rate_limited(wait).message("Too many failed sign-ins; try again later.")
+}
+
+fn device_lifetime() -> std::time::Duration {
+    Kind::DeviceCookieFailures.rule().window
+}
+
+/// Sent only to the login endpoint; the browser keeps it across sign-outs.
+fn device_cookie(app: &App, token: &str) -> String {
+    SetCookie {
+        name: DEVICE_COOKIE,
+        value: token,
+        http_only: true,
+        same_site: "Strict",
+        secure: app.config.cookie_secure,
+        path: "/auth/login",
+        max_age: Some(device_lifetime().as_secs()),
     }
+    .render()
 }
 
 /// Forgets the failed sign-ins of an address, from every client (after a password reset).
@@ -92,10 +158,7 @@ pub fn clear_failures(
     c: &mut impl postgres::GenericClient,
     email: &Email,
 ) -> Result<(), postgres::Error> {
-    let by_address = format!("login:{}", email.as_str());
-    rate::clear(c, &by_address)?;
-    // The per-client buckets are `login:<address>:<ip>`; an address has no ':'.
-    rate::clear_prefix(c, &format!("{by_address}:"))
+    rate::clear_account(c, limits::account_keys(email))
 }
 
 /// Revokes the current session (pending or full) and clears the cookie.

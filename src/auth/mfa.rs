@@ -10,8 +10,6 @@
 //! each one that changes the account (enable, disable, new recovery codes) mails the owner. Setup
 //! only offers a secret, which does nothing until `enable` confirms it.
 
-use std::time::Duration;
-
 use postgres::{GenericClient, Transaction};
 use serde_json::{json, Value};
 
@@ -22,6 +20,7 @@ use crate::db::{self, outbox, rate, recovery_codes, totp, users};
 use crate::error::{ApiError, ApiResult, Code};
 use crate::http::json::Fields;
 use crate::http::{percent_encode, Request, Response};
+use crate::limits::{Bucket, Limits};
 
 /// Issuer shown by authenticator apps, and the label prefix of the otpauth URI.
 const ISSUER: &str = "consoled";
@@ -30,8 +29,6 @@ const RECOVERY_CODES: usize = 10;
 /// the unsalted SHA-256 we store out of reach of an offline search.
 const RECOVERY_CODE_CHARS: usize = 16;
 const WRONG_CODES_PER_SESSION: i32 = 5;
-const WRONG_CODES_PER_USER: i64 = 20;
-const WRONG_CODES_WINDOW: Duration = Duration::from_secs(60 * 60);
 
 /// A submitted code, told apart by its shape.
 #[derive(Debug, PartialEq, Eq)]
@@ -85,7 +82,7 @@ pub fn complete(app: &App, req: &Request) -> ApiResult<Reply> {
     let factor = Factor::from_body(req)?;
     let mut c = db::conn(&app.pool)?;
     let mut tx = c.transaction()?;
-    check_cap(&mut tx, session.user_id)?;
+    check_cap(&mut tx, &app.config.limits, session.user_id)?;
     if !sessions::lock_pending(&mut tx, session.id)? {
         // Completed, revoked or expired by a concurrent request.
         return Err(ApiError::new(Code::Unauthorized));
@@ -166,7 +163,7 @@ pub fn enable(app: &App, req: &Request) -> ApiResult<Reply> {
     };
     let mut c = db::conn(&app.pool)?;
     let mut tx = c.transaction()?;
-    check_cap(&mut tx, session.user_id)?;
+    check_cap(&mut tx, &app.config.limits, session.user_id)?;
     let secrets = totp::secrets(&mut tx, session.user_id)?;
     if secrets.enabled.is_some() {
         return Err(already_enabled());
@@ -226,7 +223,7 @@ fn with_enabled_factor(
     let factor = Factor::from_body(req)?;
     let mut c = db::conn(&app.pool)?;
     let mut tx = c.transaction()?;
-    check_cap(&mut tx, session.user_id)?;
+    check_cap(&mut tx, &app.config.limits, session.user_id)?;
     let secret = enabled_secret(&mut tx, session.user_id)?;
     if !consume(&mut tx, session.user_id, &secret, &factor)? {
         return Err(wrong_code(tx, session.user_id));
@@ -253,16 +250,16 @@ fn consume(
     }
 }
 
-fn cap_bucket(user_id: i64) -> String {
-    format!("totp:{user_id}")
+fn cap_bucket(user_id: i64) -> Bucket<'static> {
+    Bucket::WrongCodes(user_id)
 }
 
 /// 429 while the user has had 20 wrong codes within the hour, whatever this code is. The bucket
 /// stays locked until the transaction ends, so concurrent attempts cannot overshoot the cap.
-fn check_cap(tx: &mut impl GenericClient, user_id: i64) -> ApiResult<()> {
+fn check_cap(tx: &mut impl GenericClient, limits: &Limits, user_id: i64) -> ApiResult<()> {
     let bucket = cap_bucket(user_id);
-    rate::lock(tx, &bucket)?;
-    match rate::blocked(tx, &bucket, WRONG_CODES_PER_USER, WRONG_CODES_WINDOW)? {
+    rate::lock(tx, &bucket.key())?;
+    match rate::blocked(tx, limits, &bucket)? {
         Some(wait) => {
             Err(ApiError::rate_limited(wait).message("Too many wrong codes; try again later."))
         }

@@ -9,6 +9,7 @@ pub mod mfa;
 pub mod oauth;
 pub mod reauth;
 pub mod signup;
+pub mod throttle;
 
 use postgres::GenericClient;
 use serde_json::{json, Value};

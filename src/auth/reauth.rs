@@ -8,9 +8,10 @@
 //! `reauth_required`. Wrong passwords count toward the sign-in throttle of the address, so a
 //! stolen cookie gives no way round it.
 
+use super::login;
 use crate::app::App;
 use crate::db::sessions::Session;
-use crate::db::{self, users};
+use crate::db::{self, rate, users};
 use crate::error::{ApiError, ApiResult, Code};
 use crate::http::json::{Email, Fields};
 use crate::http::Request;
@@ -28,28 +29,26 @@ pub fn require(app: &App, req: &Request, session: &Session) -> ApiResult<()> {
     if password.chars().count() > 1024 {
         return Err(ApiError::invalid("password", "at most 1024 characters"));
     }
-    let (user, throttle) = {
+    let client = req.client(&app.config.client_source);
+    let (user, email) = {
         let mut c = db::conn(&app.pool)?;
         let user = users::find(&mut *c, session.user_id)?
             .ok_or_else(|| ApiError::new(Code::Unauthorized))?;
-        let ip = req
-            .client_ip(&app.config.trusted_proxies)
-            .map_or("unknown".to_string(), |ip| ip.to_string());
-        let throttle = super::login::Throttle::new(&Email::normalise(&user.email), &ip);
-        throttle.check(&mut *c)?;
-        (user, throttle)
+        let email = Email::normalise(&user.email);
+        login::check_limits(app, &mut *c, &email, client)?;
+        (user, email)
     };
     let Some(stored) = user.password_hash.as_deref() else {
         return Err(ApiError::new(Code::ReauthRequired)
             .message("This account has no password: sign in again through your provider."));
     };
     // No connection is held while hashing.
-    app.hasher.admit()?;
-    if app.hasher.verify(password, Some(stored))? {
+    app.hasher.check(client)?;
+    if app.hasher.verify(client, password, Some(stored))? {
         return Ok(());
     }
     let mut c = db::conn(&app.pool)?;
-    throttle.record(&mut *c)?;
+    rate::record_all(&mut *c, &login::failure_buckets(&email, client))?;
     log::info!("reauth wrong password user_id={}", user.id);
     Err(ApiError::new(Code::ReauthRequired).message("The password is not correct."))
 }

@@ -1,16 +1,12 @@
 //! `POST /auth/signup`: the user, a personal organization with the user as owner, its `default`
 //! project, a session and the verification mail, all in one transaction.
 
-use std::time::Duration;
-
 use crate::app::{App, Reply};
 use crate::db::{self, orgs, outbox, rate, users};
 use crate::error::{ApiError, ApiResult, Code};
 use crate::http::json::{parse_name, Email, Fields, Password};
 use crate::http::Request;
-
-const SIGNUPS_PER_IP: i64 = 30;
-const SIGNUP_WINDOW: Duration = Duration::from_secs(5 * 60);
+use crate::limits::Bucket;
 
 pub fn post(app: &App, req: &Request) -> ApiResult<Reply> {
     let fields = Fields::parse(&req.body)?;
@@ -18,24 +14,21 @@ pub fn post(app: &App, req: &Request) -> ApiResult<Reply> {
     let password = Password::parse(fields.string("password")?, "password")?;
     let name = parse_name(fields.string("name")?)?;
 
-    app.hasher.admit()?;
     // Count the attempt before the expensive hash, in its own short transaction.
-    let ip = req.client_ip(&app.config.trusted_proxies);
+    let client = req.client(&app.config.client_source);
+    app.hasher.check(client)?;
     {
         let mut c = db::conn(&app.pool)?;
         let mut tx = c.transaction()?;
-        let bucket = format!(
-            "signup:{}",
-            ip.map_or("unknown".into(), |ip| ip.to_string())
-        );
-        if let Some(wait) = rate::take(&mut tx, &bucket, SIGNUPS_PER_IP, SIGNUP_WINDOW)? {
+        let bucket = Bucket::Signup(client);
+        if let Some(wait) = rate::take(&mut tx, &app.config.limits, &bucket)? {
             return Err(ApiError::rate_limited(wait)
                 .message("Too many sign-ups from this address; try again later."));
         }
         tx.commit()?;
     }
     // No connection is held while hashing: a slow hash queue must not drain the pool.
-    let hash = app.hasher.hash(password.as_str())?;
+    let hash = app.hasher.hash(client, password.as_str())?;
 
     let mut c = db::conn(&app.pool)?;
     let mut tx = c.transaction()?;

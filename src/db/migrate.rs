@@ -4,6 +4,7 @@
 use postgres::Client;
 
 /// (version, name, SQL). A test checks that this list matches the files in `migrations/`.
+/// Versions increase; a gap is allowed (migrations written in parallel are renumbered at merge).
 pub const MIGRATIONS: &[(i32, &str, &str)] = &[
     (
         1,
@@ -14,6 +15,11 @@ pub const MIGRATIONS: &[(i32, &str, &str)] = &[
         2,
         "0002_takeover_defences.sql",
         include_str!("../../migrations/0002_takeover_defences.sql"),
+    ),
+    (
+        3,
+        "0003_device_cookies.sql",
+        include_str!("../../migrations/0003_device_cookies.sql"),
     ),
 ];
 
@@ -76,8 +82,11 @@ mod tests {
         files.sort();
         let listed: Vec<String> = MIGRATIONS.iter().map(|m| m.1.to_string()).collect();
         assert_eq!(files, listed);
-        for (i, m) in MIGRATIONS.iter().enumerate() {
-            assert_eq!(m.0 as usize, i + 1);
+        assert_eq!(MIGRATIONS[0].0, 1);
+        for pair in MIGRATIONS.windows(2) {
+            assert!(pair[0].0 < pair[1].0, "versions increase");
+        }
+        for m in MIGRATIONS {
             assert!(m.1.starts_with(&format!("{:04}_", m.0)));
         }
     }

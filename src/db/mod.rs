@@ -1,5 +1,6 @@
 //! The database: connection settings, the r2d2 pool, migrations, and one module per table.
 
+pub mod devices;
 pub mod identities;
 pub mod leases;
 pub mod mail_tokens;

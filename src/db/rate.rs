@@ -1,26 +1,27 @@
 //! Sliding-window rate limits in table `rate_events`, shared by every instance.
 //!
-//! A bucket is a string such as `login:ip:<addr>:<ip>`; each counted event is a row. The check
-//! and the insert run under a transaction-scoped advisory lock on the bucket, so concurrent
-//! requests on several instances cannot both take the last slot.
-
-use std::time::Duration;
+//! Buckets, their limits and windows are `crate::limits` (the only place a bucket key is
+//! formatted); each counted event is a row. `take` checks and inserts under a
+//! transaction-scoped advisory lock on the bucket, so concurrent requests on several instances
+//! cannot both take the last slot.
 
 use postgres::GenericClient;
+
+use crate::limits::{Bucket, Limits};
 
 /// Seconds until the bucket has room again, or `None` when it has room now.
 pub fn blocked(
     c: &mut impl GenericClient,
-    bucket: &str,
-    limit: i64,
-    window: Duration,
+    limits: &Limits,
+    bucket: &Bucket,
 ) -> Result<Option<u64>, postgres::Error> {
+    let limit = limits.limit(bucket.kind());
     let row = c.query_one(
         "SELECT count(*), extract(epoch FROM min(at) + make_interval(secs => $2) - now())::float8
            FROM (SELECT at FROM rate_events
                   WHERE bucket = $1 AND at > now() - make_interval(secs => $2)
                   ORDER BY at DESC LIMIT $3) recent",
-        &[&bucket, &window.as_secs_f64(), &limit],
+        &[&bucket.key(), &bucket.window().as_secs_f64(), &limit],
     )?;
     let count: i64 = row.get(0);
     if count < limit {
@@ -30,8 +31,53 @@ pub fn blocked(
     Ok(Some(wait.unwrap_or(1.0).ceil().max(1.0) as u64))
 }
 
-pub fn record(c: &mut impl GenericClient, bucket: &str) -> Result<(), postgres::Error> {
-    c.execute("INSERT INTO rate_events (bucket) VALUES ($1)", &[&bucket])?;
+/// The first of `buckets` that is full, and seconds until it has room; one round trip.
+pub fn first_blocked(
+    c: &mut impl GenericClient,
+    limits: &Limits,
+    buckets: &[Bucket],
+) -> Result<Option<(usize, u64)>, postgres::Error> {
+    let keys: Vec<String> = buckets.iter().map(Bucket::key).collect();
+    let windows: Vec<f64> = buckets.iter().map(|b| b.window().as_secs_f64()).collect();
+    let caps: Vec<i64> = buckets.iter().map(|b| limits.limit(b.kind())).collect();
+    let rows = c.query(
+        "SELECT b.i, r.n, r.wait
+           FROM unnest($1::text[], $2::float8[], $3::int8[]) WITH ORDINALITY AS b(key, secs, cap, i)
+          CROSS JOIN LATERAL (
+                SELECT count(*) AS n,
+                       extract(epoch FROM min(at) + make_interval(secs => b.secs) - now())::float8
+                         AS wait
+                  FROM (SELECT at FROM rate_events
+                         WHERE bucket = b.key AND at > now() - make_interval(secs => b.secs)
+                         ORDER BY at DESC LIMIT b.cap) recent) r
+          ORDER BY b.i",
+        &[&keys, &windows, &caps],
+    )?;
+    for row in rows {
+        let (i, n, wait): (i64, i64, Option<f64>) = (row.get(0), row.get(1), row.get(2));
+        let i = (i - 1) as usize;
+        if n >= caps[i] {
+            return Ok(Some((i, wait.unwrap_or(1.0).ceil().max(1.0) as u64)));
+        }
+    }
+    Ok(None)
+}
+
+/// Counts one event in each of `buckets`; one round trip.
+pub fn record_all(c: &mut impl GenericClient, buckets: &[Bucket]) -> Result<(), postgres::Error> {
+    let keys: Vec<String> = buckets.iter().map(Bucket::key).collect();
+    c.execute(
+        "INSERT INTO rate_events (bucket) SELECT unnest($1::text[])",
+        &[&keys],
+    )?;
+    Ok(())
+}
+
+pub fn record(c: &mut impl GenericClient, bucket: &Bucket) -> Result<(), postgres::Error> {
+    c.execute(
+        "INSERT INTO rate_events (bucket) VALUES ($1)",
+        &[&bucket.key()],
+    )?;
     Ok(())
 }
 
@@ -39,36 +85,34 @@ pub fn record(c: &mut impl GenericClient, bucket: &str) -> Result<(), postgres::
 /// Call inside a transaction: the advisory lock lasts until it ends.
 pub fn take(
     c: &mut impl GenericClient,
-    bucket: &str,
-    limit: i64,
-    window: Duration,
+    limits: &Limits,
+    bucket: &Bucket,
 ) -> Result<Option<u64>, postgres::Error> {
-    lock(c, bucket)?;
-    if let Some(wait) = blocked(c, bucket, limit, window)? {
+    lock(c, &bucket.key())?;
+    if let Some(wait) = blocked(c, limits, bucket)? {
         return Ok(Some(wait));
     }
     record(c, bucket)?;
     Ok(None)
 }
 
-pub fn lock(c: &mut impl GenericClient, bucket: &str) -> Result<(), postgres::Error> {
+/// A transaction-scoped advisory lock on any key (a bucket's, or another component's).
+pub fn lock(c: &mut impl GenericClient, key: &str) -> Result<(), postgres::Error> {
     c.execute(
         "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))",
-        &[&bucket],
+        &[&key],
     )?;
     Ok(())
 }
 
-pub fn clear(c: &mut impl GenericClient, bucket: &str) -> Result<(), postgres::Error> {
-    c.execute("DELETE FROM rate_events WHERE bucket = $1", &[&bucket])?;
-    Ok(())
-}
-
-/// Deletes every bucket whose name starts with `prefix`.
-pub fn clear_prefix(c: &mut impl GenericClient, prefix: &str) -> Result<(), postgres::Error> {
+/// Deletes the events of one account's failed sign-ins (`limits::account_keys`).
+pub fn clear_account(
+    c: &mut impl GenericClient,
+    (own, per_client_prefix): (String, String),
+) -> Result<(), postgres::Error> {
     c.execute(
-        "DELETE FROM rate_events WHERE starts_with(bucket, $1)",
-        &[&prefix],
+        "DELETE FROM rate_events WHERE bucket = $1 OR starts_with(bucket, $2)",
+        &[&own, &per_client_prefix],
     )?;
     Ok(())
 }

@@ -22,6 +22,7 @@ use serde::{Deserialize, Serialize};
 use std::sync::atomic::AtomicBool;
 
 use crate::db;
+use crate::http::client::Client;
 use crate::metrics::Metrics;
 use crate::shares::Ticket;
 
@@ -75,7 +76,7 @@ impl Change {
 pub struct StreamPlan {
     sub: Subscription,
     _lease: Lease,
-    _share: Ticket,
+    _share: Ticket<Client>,
     timing: Timing,
     metrics: Arc<Metrics>,
 }
@@ -85,7 +86,7 @@ impl StreamPlan {
     pub fn new(
         sub: Subscription,
         lease: Lease,
-        share: Ticket,
+        share: Ticket<Client>,
         timing: Timing,
         metrics: Arc<Metrics>,
     ) -> StreamPlan {

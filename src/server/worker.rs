@@ -39,7 +39,7 @@ fn handle(shared: &Shared, incoming: Incoming) {
     } = incoming;
     let started = Instant::now();
     let app = &shared.app;
-    let (route, result) = match read_request(&rq, body) {
+    let (route, result) = match read_request(&rq, body, &app.config.client_source.header) {
         Ok(req) => match catch_unwind(AssertUnwindSafe(|| router::dispatch(app, &req))) {
             Ok((route, reply)) => (route, reply),
             Err(_) => {
@@ -73,6 +73,8 @@ pub fn log_error(route: &str, e: &ApiError) {
     match (&e.more.log_detail, e.code) {
         (Some(detail), Code::Internal) => log::error!("{route}: {detail}"),
         (Some(detail), _) => log::warn!("{route}: {}: {detail}", e.code.as_str()),
+        // A rate-limit refusal is counted in /metrics, never logged: a flood costs no log line.
+        (None, Code::RateLimited) => {}
         (None, _) => log::debug!("{route}: {}", e.code.as_str()),
     }
 }
@@ -95,25 +97,49 @@ const HEADERS: [&str; 11] = [
 ];
 
 /// Converts a tiny_http request and its body into ours.
-fn read_request(rq: &tiny_http::Request, body: Vec<u8>) -> Result<Request, ApiError> {
+fn read_request(
+    rq: &tiny_http::Request,
+    body: Vec<u8>,
+    client_header: &str,
+) -> Result<Request, ApiError> {
     if rq.url().len() > MAX_HEADER_VALUE {
         return Err(ApiError::new(Code::HeaderTooLarge).message("The request target is too long."));
     }
     let mut req = Request::new(Method::parse(rq.method().as_str()), rq.url());
     req.peer = rq.remote_addr().copied();
-    // tiny_http_fork looks headers up by name only; these are all we ever read.
-    req.headers = HEADERS
-        .iter()
-        .filter_map(|name| {
-            let value = rq.headers().get(name)?;
-            Some((name.to_string(), value.as_ref().as_str().to_string()))
-        })
-        .collect();
+    // tiny_http_fork looks headers up by name only; these are all we ever read, plus the one
+    // the client address may come from.
+    let client_header = Some(client_header).filter(|h| !HEADERS.contains(h));
+    req.headers = every_line(rq.headers(), HEADERS.iter().copied().chain(client_header));
     if req.headers.iter().any(|(_, v)| v.len() > MAX_HEADER_VALUE) {
         return Err(ApiError::new(Code::HeaderTooLarge));
     }
     req.body = body;
     Ok(req)
+}
+
+/// Every line of each named header, in order. tiny_http's `get` shows only a name's first line;
+/// in a copy, each line read is renamed, so that `get` finds the next. (A client's own
+/// `X-Forwarded-For` line comes before the one HAProxy appends: reading only the first would let
+/// the client choose its address.)
+fn every_line<'a>(
+    headers: &tiny_http::Headers,
+    names: impl Iterator<Item = &'a str>,
+) -> Vec<(String, String)> {
+    let read: tiny_http::HeaderField = "x-consoled-read".parse().expect("a header name");
+    let mut copy: Option<tiny_http::Headers> = None;
+    let mut out = Vec::new();
+    for name in names {
+        if headers.get(name).is_none() {
+            continue;
+        }
+        let copy = copy.get_or_insert_with(|| headers.clone());
+        while let Some(h) = copy.get_header_mut(name) {
+            out.push((name.to_string(), h.value.as_ref().as_str().to_string()));
+            h.field = read.clone();
+        }
+    }
+    out
 }
 
 pub fn respond(rq: tiny_http::Request, response: Response) {

@@ -31,6 +31,7 @@ use crate::error::{ApiError, ApiResult, Code};
 use crate::http::cookies::SetCookie;
 use crate::http::json::Email;
 use crate::http::{percent_encode, Request, Response};
+use crate::limits::Bucket;
 
 /// The cookie that binds an attempt to the browser that started it.
 pub const STATE_COOKIE: &str = "svc_oauth";
@@ -38,8 +39,6 @@ const STATE_COOKIE_PATH: &str = "/auth/oauth";
 const STATE_LIFETIME: Duration = Duration::from_secs(600);
 /// Starts per client IP and window: each start writes a row, so an anonymous client must not be
 /// able to fill the table.
-const STARTS_PER_IP: i64 = 100;
-const START_WINDOW: Duration = Duration::from_secs(600);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Provider {
@@ -188,12 +187,8 @@ pub fn start(app: &App, req: &Request) -> ApiResult<Reply> {
 fn store_attempt(app: &App, req: &Request, attempt: &NewState) -> ApiResult<()> {
     let mut c = db::conn(&app.pool)?;
     let mut tx = c.transaction()?;
-    let ip = req.client_ip(&app.config.trusted_proxies);
-    let bucket = format!(
-        "oauth_start:{}",
-        ip.map_or("unknown".into(), |ip| ip.to_string())
-    );
-    if let Some(wait) = rate::take(&mut tx, &bucket, STARTS_PER_IP, START_WINDOW)? {
+    let bucket = Bucket::OAuthStart(req.client(&app.config.client_source));
+    if let Some(wait) = rate::take(&mut tx, &app.config.limits, &bucket)? {
         return Err(ApiError::rate_limited(wait));
     }
     oauth_states::purge_expired(&mut tx)?;

@@ -1,103 +1,158 @@
-//! Password hashing (argon2id, m=19456 KiB, t=2, p=1) on its own bounded pool.
+//! Password hashing (argon2id, m=19456 KiB, t=2, p=1) on its own bounded pool, admitted fairly
+//! per client address (`fair`).
 //!
 //! A hash takes ~50 ms of CPU and 19 MiB of memory. Running them on request workers would let a
 //! login flood occupy every worker and every megabyte; here at most `threads` hashes run at once
-//! and at most `queue` wait. Past that a login is refused at once (429) instead of waiting.
+//! and at most `queue` wait. Every endpoint that hashes (login, signup, password reset) names
+//! its client (`Client`): the next job is that of the waiting client holding the fewest places
+//! (in turn among equals), and while others
+//! want a place, one client holds at most its share of the places (threads + queue, divided by
+//! the clients holding or asking for one). A newcomer below its share who finds every place
+//! taken takes the newest waiting place of the client furthest over its share, and that request
+//! is refused (429) instead. So a flood from one address delays another client's hash by about
+//! the hashes already running, and nothing is refused while there is room.
 //!
 //! Each hash thread allocates its 19 MiB of argon2 blocks once and reuses them: letting the
 //! library allocate per hash left glibc holding several freed 19 MiB chunks per arena (we measured
 //! 200 MB resident after 20 logins), so hash memory is now exactly threads × 19 MiB.
+pub mod fair;
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread;
 
 use argon2::password_hash::phc::{Output, ParamsString, PasswordHash, Salt};
 use argon2::{Algorithm, Argon2, Block, Params, Version};
-use crossbeam_channel::{bounded, Sender, TrySendError};
+use crossbeam_channel::{bounded, Sender};
 
 use crate::error::ApiError;
+use crate::http::client::Client;
+use fair::{FairQueue, Pushed};
 
-enum Job {
-    Hash(String, Sender<Result<String, String>>),
+enum Work {
+    Hash(String),
     /// `None`: no stored hash (unknown address, or an account without a password).
-    Verify(String, Option<String>, Sender<bool>),
+    Verify(String, Option<String>),
+}
+
+enum Done {
+    Hashed(Result<String, String>),
+    Verified(bool),
+}
+
+/// A waiting job; its reply is `None` when a fairer claim took its place.
+struct Job {
+    work: Work,
+    reply: Sender<Option<Done>>,
+}
+
+struct Shared {
+    queue: FairQueue<Job>,
+    /// Requests refused because their client held its share (or there was no place at all).
+    refused: AtomicU64,
+    /// Hashes computed (for /metrics, and for tests that prove a refusal cost none).
+    computed: AtomicU64,
 }
 
 #[derive(Clone)]
 pub struct Hasher {
-    jobs: Sender<Job>,
-    depth: Arc<AtomicUsize>,
+    shared: Arc<Shared>,
 }
 
 impl Hasher {
     pub fn start(threads: usize, queue: usize) -> Hasher {
-        let (tx, rx) = bounded::<Job>(queue);
-        let depth = Arc::new(AtomicUsize::new(0));
+        let shared = Arc::new(Shared {
+            queue: FairQueue::new(threads, queue),
+            refused: AtomicU64::new(0),
+            computed: AtomicU64::new(0),
+        });
         // A real hash of a random password: a login for an unknown address is verified against
         // it, so that it costs the same as a login for a known address.
         let dummy =
             Arc::new(hash_blocking(&crate::crypto::new_token()).expect("hash a random password"));
         for i in 0..threads {
-            let (rx, depth, dummy) = (rx.clone(), depth.clone(), dummy.clone());
+            let (shared, dummy) = (shared.clone(), dummy.clone());
             thread::Builder::new()
                 .name(format!("hash-{i}"))
                 .spawn(move || {
                     let mut memory = Memory::new();
-                    for job in rx {
-                        depth.fetch_sub(1, Ordering::Relaxed);
-                        run(job, &dummy, &mut memory);
+                    loop {
+                        let (client, job) = shared.queue.next();
+                        let done = run(job.work, &dummy, &mut memory);
+                        shared.computed.fetch_add(1, Ordering::Relaxed);
+                        let _ = job.reply.send(Some(done));
+                        shared.queue.finished(client);
                     }
                 })
                 .expect("spawn hash thread");
         }
-        Hasher { jobs: tx, depth }
+        Hasher { shared }
     }
 
     /// Jobs waiting for a hash thread.
     pub fn queue_depth(&self) -> usize {
-        self.depth.load(Ordering::Relaxed)
+        self.shared.queue.queued()
     }
 
-    /// A cheap early refusal: when the queue is full, a login flood is answered 429 before it
-    /// costs any database work. (`submit` still enforces the bound; this check may race.)
-    pub fn admit(&self) -> Result<(), ApiError> {
-        if self.jobs.is_full() {
-            return Err(busy());
+    /// Requests refused at admission so far (for /metrics).
+    pub fn refused(&self) -> u64 {
+        self.shared.refused.load(Ordering::Relaxed)
+    }
+
+    /// Hashes computed so far (for /metrics).
+    pub fn computed(&self) -> u64 {
+        self.shared.computed.load(Ordering::Relaxed)
+    }
+
+    /// A cheap early refusal, before a request costs any database work: 429 when `client` would
+    /// get no hash place now. (`hash`/`verify` decide again; this look may race.)
+    pub fn check(&self, client: Client) -> Result<(), ApiError> {
+        if self.shared.queue.has_place(client) {
+            return Ok(());
         }
-        Ok(())
+        Err(self.refuse())
     }
 
-    pub fn hash(&self, password: &str) -> Result<String, ApiError> {
-        let (tx, rx) = bounded(1);
-        self.submit(Job::Hash(password.to_string(), tx))?;
-        rx.recv()
-            .map_err(|_| ApiError::internal("hash thread vanished"))?
-            .map_err(ApiError::internal)
+    pub fn hash(&self, client: Client, password: &str) -> Result<String, ApiError> {
+        match self.submit(client, Work::Hash(password.to_string()))? {
+            Done::Hashed(r) => r.map_err(ApiError::internal),
+            Done::Verified(_) => Err(ApiError::internal("hash thread mixed up a reply")),
+        }
     }
 
     /// Verifies `password` against `stored`; with `None` the same work is done against a dummy
     /// hash and the answer is false.
-    pub fn verify(&self, password: &str, stored: Option<&str>) -> Result<bool, ApiError> {
-        let (tx, rx) = bounded(1);
-        self.submit(Job::Verify(
-            password.to_string(),
-            stored.map(str::to_string),
-            tx,
-        ))?;
-        rx.recv()
-            .map_err(|_| ApiError::internal("hash thread vanished"))
+    pub fn verify(
+        &self,
+        client: Client,
+        password: &str,
+        stored: Option<&str>,
+    ) -> Result<bool, ApiError> {
+        let work = Work::Verify(password.to_string(), stored.map(str::to_string));
+        match self.submit(client, work)? {
+            Done::Verified(ok) => Ok(ok),
+            Done::Hashed(_) => Err(ApiError::internal("hash thread mixed up a reply")),
+        }
     }
 
-    fn submit(&self, job: Job) -> Result<(), ApiError> {
-        self.depth.fetch_add(1, Ordering::Relaxed);
-        let refused = match self.jobs.try_send(job) {
-            Ok(()) => return Ok(()),
-            Err(TrySendError::Full(_)) => busy(),
-            Err(TrySendError::Disconnected(_)) => ApiError::internal("hash pool stopped"),
-        };
-        self.depth.fetch_sub(1, Ordering::Relaxed);
-        Err(refused)
+    fn submit(&self, client: Client, work: Work) -> Result<Done, ApiError> {
+        let (reply, answer) = bounded(1);
+        match self.shared.queue.push(client, Job { work, reply }) {
+            Pushed::Queued => {}
+            // Its waiter answers 429 (and counts the refusal).
+            Pushed::Displaced(other) => drop(other.reply.send(None)),
+            Pushed::Refused(_) => return Err(self.refuse()),
+        }
+        match answer.recv() {
+            Ok(Some(done)) => Ok(done),
+            Ok(None) => Err(self.refuse()),
+            Err(_) => Err(ApiError::internal("hash thread vanished")),
+        }
+    }
+
+    fn refuse(&self) -> ApiError {
+        self.shared.refused.fetch_add(1, Ordering::Relaxed);
+        busy()
     }
 }
 
@@ -105,17 +160,13 @@ fn busy() -> ApiError {
     ApiError::rate_limited(1).message("Too many sign-ins at once; try again in a second.")
 }
 
-fn run(job: Job, dummy: &str, memory: &mut Memory) {
-    match job {
-        Job::Hash(password, reply) => {
-            let _ = reply.send(memory.hash(&password));
-        }
-        Job::Verify(password, Some(stored), reply) => {
-            let _ = reply.send(memory.verify(&password, &stored));
-        }
-        Job::Verify(password, None, reply) => {
+fn run(work: Work, dummy: &str, memory: &mut Memory) -> Done {
+    match work {
+        Work::Hash(password) => Done::Hashed(memory.hash(&password)),
+        Work::Verify(password, Some(stored)) => Done::Verified(memory.verify(&password, &stored)),
+        Work::Verify(password, None) => {
             memory.verify(&password, dummy);
-            let _ = reply.send(false);
+            Done::Verified(false)
         }
     }
 }
@@ -194,19 +245,24 @@ mod tests {
     use super::*;
     use argon2::password_hash::PasswordVerifier;
 
+    fn client(ip: &str) -> Client {
+        Client::of(Some(ip.parse().unwrap()))
+    }
+
     #[test]
     fn hash_and_verify() {
         let h = Hasher::start(1, 4);
-        let stored = h.hash("correct horse battery").unwrap();
+        let c = client("10.0.0.1");
+        let stored = h.hash(c, "correct horse battery").unwrap();
         assert!(
             stored.starts_with("$argon2id$v=19$m=19456,t=2,p=1$"),
             "{stored}"
         );
-        assert!(h.verify("correct horse battery", Some(&stored)).unwrap());
-        assert!(!h.verify("wrong password!", Some(&stored)).unwrap());
-        assert!(!h.verify("anything at all", None).unwrap());
+        assert!(h.verify(c, "correct horse battery", Some(&stored)).unwrap());
+        assert!(!h.verify(c, "wrong password!", Some(&stored)).unwrap());
+        assert!(!h.verify(c, "anything at all", None).unwrap());
         assert!(!h
-            .verify("anything at all", Some("not a phc string"))
+            .verify(c, "anything at all", Some("not a phc string"))
             .unwrap());
     }
 
@@ -238,7 +294,7 @@ mod tests {
         let handles: Vec<_> = (0..8)
             .map(|_| {
                 let h = h.clone();
-                thread::spawn(move || h.hash("some password here").map(|_| ()))
+                thread::spawn(move || h.hash(client("10.0.0.1"), "some password here").map(|_| ()))
             })
             .collect();
         let results: Vec<_> = handles.into_iter().map(|t| t.join().unwrap()).collect();
@@ -254,5 +310,31 @@ mod tests {
             "8 concurrent hashes on 1 thread + queue 1 must refuse some"
         );
         assert!(results.iter().any(|r| r.is_ok()));
+    }
+
+    /// One client keeps every place taken; another client is still admitted, and served
+    /// before the first client's backlog.
+    #[test]
+    fn a_client_below_its_share_takes_a_place_from_a_hog() {
+        let h = Hasher::start(1, 4);
+        let hog: Vec<_> = (0..12)
+            .map(|_| {
+                let h = h.clone();
+                thread::spawn(move || h.hash(client("10.0.0.1"), "hog password").map(|_| ()))
+            })
+            .collect();
+        // Let the hog fill every waiting place.
+        while h.queue_depth() < 4 {
+            thread::sleep(std::time::Duration::from_millis(1));
+        }
+        h.hash(client("10.0.0.2"), "victim password")
+            .expect("a client below its share is admitted into a full pool");
+        // Every hog request is answered: hashed, or refused with 429 (a displaced waiter too).
+        for t in hog {
+            if let Err(e) = t.join().unwrap() {
+                assert_eq!(e.code, crate::error::Code::RateLimited);
+            }
+        }
+        assert!(h.refused() >= 1);
     }
 }

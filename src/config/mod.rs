@@ -3,11 +3,15 @@
 //! Every variable has a default that works on a laptop except `DATABASE_URL`. Secrets (database
 //! password, OAuth client secrets, SMTP credentials) are redacted from `Debug`.
 
+mod env;
+
 use std::collections::HashMap;
 use std::fmt;
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::time::Duration;
+
+use env::Env;
 
 /// OAuth client settings and endpoints of one identity provider.
 #[derive(Clone)]
@@ -60,7 +64,10 @@ pub struct Config {
     pub mfa_pending: Duration,
     /// How long after a sign-in the session may change the second factor without the password.
     pub reauth: Duration,
-    pub trusted_proxies: Vec<IpAddr>,
+    /// Where the client's address comes from: trusted proxies and the header they set.
+    pub client_source: crate::http::client::Source,
+    /// Every rate limit in force (defaults of `crate::limits` with their settings applied).
+    pub limits: crate::limits::Limits,
     /// Request worker threads (ordinary requests; event streams get their own threads).
     pub workers: usize,
     /// Password-hashing threads; at most this many argon2 hashes (19 MiB each) run at once.
@@ -116,7 +123,8 @@ impl fmt::Debug for Config {
             .field("session_idle", &self.session_idle)
             .field("session_max", &self.session_max)
             .field("reauth", &self.reauth)
-            .field("trusted_proxies", &self.trusted_proxies)
+            .field("client_source", &self.client_source)
+            .field("limits", &self.limits)
             .field("workers", &self.workers)
             .field("hash_threads", &self.hash_threads)
             .field("hash_queue", &self.hash_queue)
@@ -204,7 +212,17 @@ impl Config {
             session_max: secs(env.parse("CONSOLED_SESSION_MAX_SECONDS", 7 * 24 * 3600)?),
             mfa_pending: secs(env.parse("CONSOLED_MFA_PENDING_SECONDS", 600)?),
             reauth: secs(env.parse("CONSOLED_REAUTH_SECONDS", 300)?),
-            trusted_proxies: parse_ips(&env.get("CONSOLED_TRUSTED_PROXIES").unwrap_or_default())?,
+            client_source: crate::http::client::Source {
+                trusted_proxies: parse_ips(
+                    &env.get("CONSOLED_TRUSTED_PROXIES").unwrap_or_default(),
+                )?,
+                header: env
+                    .get("CONSOLED_CLIENT_IP_HEADER")
+                    .unwrap_or_else(|| crate::http::client::FORWARDED_FOR.into())
+                    .trim()
+                    .to_ascii_lowercase(),
+            },
+            limits: crate::limits::Limits::from_settings(|name, default| env.parse(name, default))?,
             workers: env.parse("CONSOLED_WORKERS", 32)?,
             hash_threads,
             hash_queue: env.parse("CONSOLED_HASH_QUEUE", hash_threads * 4)?,
@@ -245,6 +263,19 @@ impl Config {
         if !(self.client_share > 0.0 && self.client_share <= 1.0) {
             return Err(ConfigError(
                 "CONSOLED_CLIENT_SHARE must be above 0 and at most 1".into(),
+            ));
+        }
+        if let Some(name) = self.limits.invalid() {
+            return Err(ConfigError(format!("{name} must be at least 1")));
+        }
+        if self
+            .client_source
+            .header
+            .parse::<tiny_http::HeaderField>()
+            .is_err()
+        {
+            return Err(ConfigError(
+                "CONSOLED_CLIENT_IP_HEADER is not a header name".into(),
             ));
         }
         if self.ping_interval < Duration::from_millis(10) {
@@ -335,66 +366,6 @@ fn parse_ips(list: &str) -> Result<Vec<IpAddr>, ConfigError> {
         .collect()
 }
 
-struct Env(HashMap<String, String>);
-
-impl Env {
-    /// A set, non-empty variable.
-    fn get(&self, name: &str) -> Option<String> {
-        self.0.get(name).filter(|v| !v.trim().is_empty()).cloned()
-    }
-
-    fn parse<T: std::str::FromStr>(&self, name: &str, default: T) -> Result<T, ConfigError> {
-        match self.get(name) {
-            None => Ok(default),
-            Some(v) => v
-                .trim()
-                .parse()
-                .map_err(|_| ConfigError(format!("{name}: cannot parse {v:?}"))),
-        }
-    }
-
-    /// A number, or `None` when unset.
-    fn optional<T: std::str::FromStr>(&self, name: &str) -> Result<Option<T>, ConfigError> {
-        self.get(name)
-            .map(|v| {
-                v.trim()
-                    .parse()
-                    .map_err(|_| ConfigError(format!("{name}: cannot parse {v:?}")))
-            })
-            .transpose()
-    }
-
-    /// Seconds within `range`, checked before the conversion (`Duration::from_secs_f64` panics
-    /// on negative or infinite input).
-    fn seconds(
-        &self,
-        name: &str,
-        default: f64,
-        range: std::ops::RangeInclusive<f64>,
-    ) -> Result<Duration, ConfigError> {
-        let secs: f64 = self.parse(name, default)?;
-        if !range.contains(&secs) {
-            return Err(ConfigError(format!(
-                "{name} must be between {} and {}",
-                range.start(),
-                range.end()
-            )));
-        }
-        Ok(Duration::from_secs_f64(secs))
-    }
-
-    fn bool(&self, name: &str, default: bool) -> Result<bool, ConfigError> {
-        match self.get(name).map(|v| v.trim().to_ascii_lowercase()) {
-            None => Ok(default),
-            Some(v) if ["1", "true", "yes", "on"].contains(&v.as_str()) => Ok(true),
-            Some(v) if ["0", "false", "no", "off"].contains(&v.as_str()) => Ok(false),
-            Some(v) => Err(ConfigError(format!(
-                "{name}: expected true or false, got {v:?}"
-            ))),
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -454,6 +425,33 @@ mod tests {
         ]))
         .unwrap_err();
         assert!(err.0.contains("CONSOLED_COOKIE_SECURE"));
+    }
+
+    #[test]
+    fn client_address_and_limit_settings() {
+        let base = ("DATABASE_URL", "postgres://a@b/c");
+        let c = Config::from_vars(vars(&[base])).unwrap();
+        assert_eq!(c.client_source.header, "x-forwarded-for");
+        assert!(c.client_source.trusted_proxies.is_empty());
+        let c = Config::from_vars(vars(&[
+            base,
+            ("CONSOLED_CLIENT_IP_HEADER", " X-Real-IP "),
+            ("CONSOLED_TRUSTED_PROXIES", "10.0.0.1, ::1"),
+            ("CONSOLED_LOGIN_FAILURES_PER_CLIENT", "7"),
+        ]))
+        .unwrap();
+        assert_eq!(c.client_source.header, "x-real-ip");
+        assert_eq!(c.client_source.trusted_proxies.len(), 2);
+        let kind = crate::limits::Kind::LoginFailuresPerClient;
+        assert_eq!(c.limits.limit(kind), 7);
+        for (name, value) in [
+            ("CONSOLED_CLIENT_IP_HEADER", "not a header"),
+            ("CONSOLED_LOGIN_FAILURES_PER_CLIENT", "0"),
+            ("CONSOLED_DEVICE_COOKIE_FAILURES", "many"),
+        ] {
+            let err = Config::from_vars(vars(&[base, (name, value)])).unwrap_err();
+            assert!(err.0.contains(name), "{err}");
+        }
     }
 
     #[test]
