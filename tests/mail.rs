@@ -669,14 +669,7 @@ fn legacy_link(user_id: i64, subject: &str) -> String {
         &[&subject, &user_id],
     )
     .unwrap();
-    let token = consoled::crypto::new_token();
-    db.execute(
-        "INSERT INTO sessions (token_hash, user_id, mfa_pending, expires_at)
-         VALUES ($1, $2, false, now() + interval '1 hour')",
-        &[&consoled::crypto::token_hash(&token), &user_id],
-    )
-    .unwrap();
-    token
+    insert_session(&mut db, user_id)
 }
 
 fn links_of(user_id: i64) -> i64 {

@@ -594,13 +594,7 @@ fn legacy_takeover(email: &str, provider: &str, subject: &str) -> (i64, String) 
         &[&provider, &subject, &id, &email],
     )
     .unwrap();
-    let token = consoled::crypto::new_token();
-    tx.execute(
-        "INSERT INTO sessions (token_hash, user_id, mfa_pending, expires_at)
-         VALUES ($1, $2, false, now() + interval '1 hour')",
-        &[&consoled::crypto::token_hash(&token), &id],
-    )
-    .unwrap();
+    let token = insert_session(&mut tx, id);
     tx.commit().unwrap();
     (id, token)
 }

@@ -78,6 +78,19 @@ pub fn db() -> postgres::Client {
         .expect("connect to the test database")
 }
 
+/// A full session of `user_id` written straight into the database (for states the service itself
+/// no longer creates); returns its token.
+pub fn insert_session(c: &mut impl postgres::GenericClient, user_id: i64) -> String {
+    let token = consoled::crypto::new_token();
+    c.execute(
+        "INSERT INTO sessions (token_hash, user_id, mfa_pending, expires_at)
+         VALUES ($1, $2, false, now() + interval '1 hour')",
+        &[&consoled::crypto::token_hash(&token), &user_id],
+    )
+    .unwrap();
+    token
+}
+
 static SEQ: AtomicU32 = AtomicU32::new(1);
 
 /// A value unique to this test process run: for emails and client addresses.
