@@ -12,12 +12,18 @@ use crate::subscribe;
 
 pub type Handler = fn(&App, &Request) -> ApiResult<Reply>;
 
+/// A route's screen: a look at a request, from memory only (no database, no waiting), that may
+/// refuse it before it meets a worker. It runs on the connection's thread, before the CSRF and
+/// media-type rules; the handler must not rely on it (a screen may race) and decides again.
+pub type Screen = fn(&App, &Request) -> ApiResult<()>;
+
 pub struct Route {
     pub method: Method,
     pub pattern: &'static str,
     /// Label for metrics and logs (never the raw path, which may carry tokens).
     pub name: &'static str,
     pub handler: Handler,
+    pub screen: Option<Screen>,
 }
 
 const fn route(
@@ -31,6 +37,16 @@ const fn route(
         pattern,
         name,
         handler,
+        screen: None,
+    }
+}
+
+impl Route {
+    const fn screened(self, screen: Screen) -> Route {
+        Route {
+            screen: Some(screen),
+            ..self
+        }
     }
 }
 
@@ -56,8 +72,8 @@ pub static ROUTES: &[Route] = &[
         "oauth_callback",
         auth::oauth::callback,
     ),
-    route(Post, "/auth/signup", "signup", auth::signup::post),
-    route(Post, "/auth/login", "login", auth::login::post),
+    route(Post, "/auth/signup", "signup", auth::signup::post).screened(auth::hash_screen),
+    route(Post, "/auth/login", "login", auth::login::post).screened(auth::login::screen),
     route(Post, "/auth/logout", "logout", auth::login::logout),
     route(Get, "/auth/session", "session", auth::login::get),
     route(Post, "/auth/mfa/totp", "mfa_totp", auth::mfa::complete),
@@ -103,7 +119,8 @@ pub static ROUTES: &[Route] = &[
         "/auth/password/reset",
         "password_reset",
         auth::email::reset,
-    ),
+    )
+    .screened(auth::hash_screen),
     route(Get, "/v1/events", "events", subscribe::get),
     route(Get, "/healthz", "healthz", ops::healthz),
     route(Get, "/readyz", "readyz", ops::readyz),
@@ -172,6 +189,14 @@ pub fn dispatch(app: &App, req: &Request) -> (&'static str, ApiResult<Reply>) {
         route.name,
         guard(app, req).and_then(|()| (route.handler)(app, req)),
     )
+}
+
+/// The answer of the request's route's screen when it refuses the request (`Screen`), with the
+/// route's name.
+pub fn screen(app: &App, req: &Request) -> Option<(&'static str, ApiError)> {
+    let route = find(app, req).ok()?;
+    let screen = route.screen?;
+    screen(app, req).err().map(|e| (route.name, e))
 }
 
 /// Rules every POST under /auth obeys before its handler runs.

@@ -284,3 +284,69 @@ fn a_single_value_client_header_is_read_whole_or_not_at_all() {
     let proxy = Bucket::LoginClient(ClientAddr::of(Some("127.0.0.1".parse().unwrap())));
     assert_eq!(rows(&proxy), 1);
 }
+
+/// A flood that is already refused must not need a worker: the refusal of an address over its
+/// budget is made on the connection's thread, from memory. Here the only worker is stuck (the
+/// owner's sign-in waits on a row lock the test holds), and the refused address is still
+/// answered at once. (Before, its request queued behind the stuck worker.)
+#[test]
+fn an_address_over_its_budget_is_refused_while_every_worker_is_busy() {
+    let server = TestServer::with(&[
+        ("CONSOLED_WORKERS", "1"),
+        ("CONSOLED_LOGIN_FAILURES_PER_CLIENT", "1"),
+    ]);
+    let mut owner = server.client();
+    let (email, _) = owner.signup();
+    let mut guesser = client_at(&server, &unique_ip());
+    guesser
+        .login(&unique_email(), "wrong password")
+        .expect_error(401, "invalid_credentials");
+    guesser
+        .login(&unique_email(), "wrong password")
+        .expect_error(429, "rate_limited");
+
+    // Hold the owner's row: a sign-in's new device cookie and session refer to it, so the
+    // owner's sign-in waits on the lock, and with it the only worker.
+    let mut holder = db();
+    let mut tx = holder.transaction().unwrap();
+    let holder_pid: i32 = tx.query_one("SELECT pg_backend_pid()", &[]).unwrap().get(0);
+    tx.execute("SELECT 1 FROM users WHERE email = $1 FOR UPDATE", &[&email])
+        .unwrap();
+    let stuck = thread::spawn(move || owner.login(&email, PASSWORD).status);
+    let mut watcher = db();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let waiting: i64 = watcher
+            .query_one(
+                "SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))",
+                &[&holder_pid],
+            )
+            .unwrap()
+            .get(0);
+        if waiting > 0 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the sign-in never waited"
+        );
+        thread::sleep(Duration::from_millis(20));
+    }
+
+    let (tx_answer, answer) = std::sync::mpsc::channel();
+    thread::spawn(move || {
+        let r = guesser.login(&unique_email(), "wrong password");
+        let _ = tx_answer.send((r.status, r.code()));
+    });
+    let got = answer.recv_timeout(Duration::from_secs(3));
+    tx.rollback().unwrap();
+    assert_eq!(
+        stuck.join().unwrap(),
+        200,
+        "the owner signs in once the lock goes"
+    );
+    assert_eq!(
+        got.expect("answered while the only worker was busy"),
+        (429, "rate_limited".to_string())
+    );
+}

@@ -12,6 +12,24 @@ use crate::limits::{self, Bucket, Kind};
 /// The device cookie: issued on every successful sign-in, bound to that account.
 pub const DEVICE_COOKIE: &str = "svc_device";
 
+/// The screen of `POST /auth/login` (steps 1 and 3's first look below, from memory, on the
+/// connection's thread): a flood from an address already over its budget is refused without a
+/// worker, a query or a hash.
+pub fn screen(app: &App, req: &Request) -> ApiResult<()> {
+    let client = req.client(&app.config.client_source);
+    if presented_device(req).is_none() {
+        if let Some(wait) = app.signin_blocks.check(client) {
+            return Err(refused(app, wait));
+        }
+    }
+    app.hasher.check(client)
+}
+
+fn presented_device(req: &Request) -> Option<String> {
+    req.cookie(DEVICE_COOKIE)
+        .filter(|t| super::is_token_shaped(t))
+}
+
 /// `POST /auth/login`. Order matters: every refusal by a limit comes before the hash and before
 /// any write, and costs no log line.
 ///
@@ -33,9 +51,7 @@ pub fn post(app: &App, req: &Request) -> ApiResult<Reply> {
         return Err(ApiError::invalid("password", "at most 1024 characters"));
     }
     let client = req.client(&app.config.client_source);
-    let device = req
-        .cookie(DEVICE_COOKIE)
-        .filter(|t| super::is_token_shaped(t));
+    let device = presented_device(req);
     if device.is_none() {
         if let Some(wait) = app.signin_blocks.check(client) {
             return Err(refused(app, wait));

@@ -23,6 +23,12 @@ use crate::http::{Request, Response};
 
 pub const SESSION_COOKIE: &str = "svc_session";
 
+/// The screen of the routes that hash a password (sign-up, password reset): refused from
+/// memory, before a worker, when the client would get no place in the fair hash admission.
+pub fn hash_screen(app: &App, req: &Request) -> ApiResult<()> {
+    app.hasher.check(req.client(&app.config.client_source))
+}
+
 /// The session of a request that must be fully authenticated: 401 `unauthorized` without one,
 /// 401 `mfa_required` while it still needs its second factor.
 pub fn require_session(app: &App, req: &Request) -> ApiResult<Session> {

@@ -35,6 +35,7 @@ use crate::shares::Shares;
 mod accept;
 mod conn;
 mod guard;
+mod head;
 #[allow(unsafe_code)]
 mod sock;
 mod stream;

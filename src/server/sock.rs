@@ -324,6 +324,15 @@ pub fn batch_scheduling() -> io::Result<()> {
     Ok(())
 }
 
+/// Gives the calling thread the lowest priority (nice 19): under contention it gets only the
+/// CPU no other thread wants. An unprivileged thread cannot raise it again.
+pub fn lowest_priority() -> io::Result<()> {
+    // SAFETY: gettid takes no arguments; setpriority with a thread id only reads its arguments.
+    let tid = unsafe { libc::syscall(libc::SYS_gettid) } as libc::id_t;
+    check(unsafe { libc::setpriority(libc::PRIO_PROCESS, tid, 19) })?;
+    Ok(())
+}
+
 /// Caps the kernel's send buffer of a socket (it then stops growing it on its own).
 pub fn set_send_buffer(fd: RawFd, bytes: usize) -> io::Result<()> {
     set_int(

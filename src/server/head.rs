@@ -1,0 +1,69 @@
+//! A request head as the application reads it: tiny_http's request turned into ours (the
+//! headers we read, every line of each), on the connection's thread, before the request meets a
+//! worker or a screen.
+
+use crate::error::{ApiError, Code};
+use crate::http::{Method, Request};
+
+/// Longest request target or header value we accept (431 past it).
+const MAX_HEADER_VALUE: usize = 8 * 1024;
+
+const HEADERS: [&str; 11] = [
+    "host",
+    "cookie",
+    "authorization",
+    "content-type",
+    "origin",
+    "sec-fetch-site",
+    "x-csrf-token",
+    "x-forwarded-for",
+    "accept",
+    "user-agent",
+    "last-event-id",
+];
+
+/// Converts a tiny_http request and its body into ours.
+pub fn read_request(
+    rq: &tiny_http::Request,
+    body: Vec<u8>,
+    client_header: &str,
+) -> Result<Request, ApiError> {
+    if rq.url().len() > MAX_HEADER_VALUE {
+        return Err(ApiError::new(Code::HeaderTooLarge).message("The request target is too long."));
+    }
+    let mut req = Request::new(Method::parse(rq.method().as_str()), rq.url());
+    req.peer = rq.remote_addr().copied();
+    // tiny_http_fork looks headers up by name only; these are all we ever read, plus the one
+    // the client address may come from.
+    let client_header = Some(client_header).filter(|h| !HEADERS.contains(h));
+    req.headers = every_line(rq.headers(), HEADERS.iter().copied().chain(client_header));
+    if req.headers.iter().any(|(_, v)| v.len() > MAX_HEADER_VALUE) {
+        return Err(ApiError::new(Code::HeaderTooLarge));
+    }
+    req.body = body;
+    Ok(req)
+}
+
+/// Every line of each named header, in order. tiny_http's `get` shows only a name's first line;
+/// in a copy, each line read is renamed, so that `get` finds the next. (A client's own
+/// `X-Forwarded-For` line comes before the one HAProxy appends: reading only the first would let
+/// the client choose its address.)
+fn every_line<'a>(
+    headers: &tiny_http::Headers,
+    names: impl Iterator<Item = &'a str>,
+) -> Vec<(String, String)> {
+    let read: tiny_http::HeaderField = "x-consoled-read".parse().expect("a header name");
+    let mut copy: Option<tiny_http::Headers> = None;
+    let mut out = Vec::new();
+    for name in names {
+        if headers.get(name).is_none() {
+            continue;
+        }
+        let copy = copy.get_or_insert_with(|| headers.clone());
+        while let Some(h) = copy.get_header_mut(name) {
+            out.push((name.to_string(), h.value.as_ref().as_str().to_string()));
+            h.field = read.clone();
+        }
+    }
+    out
+}
