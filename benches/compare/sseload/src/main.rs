@@ -3,11 +3,13 @@
 //! gnuplot script for the plots. `make bench-compare` runs it; see BENCHMARKS.md.
 //!
 //!     sseload --consoled BIN --async-ref BIN --out DIR [--quick] [--only consoled|async-ref]
-//!             [--rounds N] [--held-cap N]
+//!             [--rounds N] [--held-cap N] [--rung STREAMS,RATE,SECONDS]
 //!
 //! `--rounds N` repeats the pair N times, alternating which server goes first, so that a drift
 //! of the machine's load shows as a range instead of favouring one side. `--held-cap N`: the most
 //! streams the held rung opens (default: the client's open-file limit; 3,000 with --quick).
+//! `--rung S,R,T` (repeatable) replaces the latency rungs: S streams, R changes/s, T seconds (with
+//! `--quick --held-cap 0`, one rung side by side in about a minute, for trying a change).
 //!
 //! Needs `DATABASE_URL` (consoled's schema is applied with `consoled migrate`).
 
@@ -33,6 +35,7 @@ struct Args {
     only: Option<String>,
     held_cap: Option<usize>,
     rounds: usize,
+    rungs: Vec<(usize, u64, f64)>,
 }
 
 fn args() -> Args {
@@ -44,6 +47,7 @@ fn args() -> Args {
         only: None,
         held_cap: None,
         rounds: 1,
+        rungs: Vec::new(),
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -56,6 +60,19 @@ fn args() -> Args {
             "--quick" => a.quick = true,
             "--rounds" => a.rounds = value().parse().expect("--rounds N"),
             "--held-cap" => a.held_cap = Some(value().parse().expect("--held-cap N")),
+            "--rung" => {
+                let v = value();
+                let p: Vec<&str> = v.split(',').collect();
+                let bad = || panic!("--rung STREAMS,RATE,SECONDS, not {v}");
+                if p.len() != 3 {
+                    bad();
+                }
+                a.rungs.push((
+                    p[0].parse().unwrap_or_else(|_| bad()),
+                    p[1].parse().unwrap_or_else(|_| bad()),
+                    p[2].parse().unwrap_or_else(|_| bad()),
+                ));
+            }
             other => panic!("unknown argument {other}"),
         }
     }
@@ -85,6 +102,9 @@ fn main() {
             pollers: 2,
         }
     };
+    if !args.rungs.is_empty() {
+        plan.rungs = args.rungs.clone();
+    }
     if let Some(cap) = args.held_cap {
         plan.held_cap = cap.min(client_cap);
     }
