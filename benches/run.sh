@@ -14,3 +14,7 @@ echo
 echo "### Event streams (benches/streams.rs)"
 echo
 cargo bench --locked --bench streams 2>/dev/null
+echo
+echo "### Wake-ups (benches/wake.rs)"
+echo
+cargo bench --locked --bench wake 2>/dev/null

@@ -63,14 +63,12 @@ fn args() -> Args {
             "--rung" => {
                 let v = value();
                 let p: Vec<&str> = v.split(',').collect();
-                let bad = || panic!("--rung STREAMS,RATE,SECONDS, not {v}");
-                if p.len() != 3 {
-                    bad();
-                }
+                let bad = format!("--rung STREAMS,RATE,SECONDS, not {v}");
+                assert_eq!(p.len(), 3, "{bad}");
                 a.rungs.push((
-                    p[0].parse().unwrap_or_else(|_| bad()),
-                    p[1].parse().unwrap_or_else(|_| bad()),
-                    p[2].parse().unwrap_or_else(|_| bad()),
+                    p[0].parse().expect(&bad),
+                    p[1].parse().expect(&bad),
+                    p[2].parse().expect(&bad),
                 ));
             }
             other => panic!("unknown argument {other}"),

@@ -135,7 +135,8 @@ fn table(machine: &str, sides: &[Side], quick: bool) -> String {
             &|o| o.rungs[j].resyncs as f64,
             0,
         );
-        if j > 0 {
+        // Per delivery: meaningful for fan-out rungs, not for the single stream.
+        if sides[0].runs[0].rungs[j].streams > 1 {
             row(
                 &format!("{name}: server CPU µs per delivery"),
                 &|o| o.rungs[j].cpu_us_per_delivery,
