@@ -249,6 +249,43 @@ fn a_flood_past_the_connection_cap_is_refused_fast() {
     server.client().get("/healthz").expect(200);
 }
 
+/// A refused connection ends with its answer and a clean close: the request the client sent is
+/// read and dropped, so that the close is not a reset, which can destroy the answer before the
+/// client reads it (and which a client's read reports as an error instead of the end).
+#[test]
+fn a_refusal_at_capacity_ends_in_a_clean_close_not_a_reset() {
+    let server = TestServer::with(&[("CONSOLED_MAX_CONNECTIONS", "20")]);
+    let held: Vec<_> = (0..20)
+        .map(|_| TcpStream::connect(server.addr).unwrap())
+        .collect();
+    let deadline = Instant::now() + T;
+    while server.service.as_ref().unwrap().server.connections() < 20 {
+        assert!(Instant::now() < deadline);
+        thread::sleep(Duration::from_millis(20));
+    }
+    let mut resets = 0;
+    for i in 0..30 {
+        let mut s = TcpStream::connect(server.addr).unwrap();
+        s.set_read_timeout(Some(T)).unwrap();
+        if i % 2 == 1 {
+            // Also when the request arrives after the answer was written.
+            thread::sleep(Duration::from_millis(20));
+        }
+        s.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nUser-Agent: a client\r\n\r\n")
+            .unwrap();
+        let mut out = Vec::new();
+        match s.read_to_end(&mut out) {
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => resets += 1,
+            Err(e) => panic!("read: {e}"),
+        }
+        let out = String::from_utf8_lossy(&out);
+        assert!(out.starts_with("HTTP/1.1 503"), "{out}");
+    }
+    assert_eq!(resets, 0, "refusals that ended in a reset");
+    drop(held);
+}
+
 #[test]
 fn two_hundred_keep_alive_clients_at_once_all_answered_within_a_second() {
     let server = TestServer::with(&[("CONSOLED_WORKERS", "32")]);

@@ -1,7 +1,8 @@
 //! The accept loop: takes each connection through tiny_http, finds its socket for the guard,
 //! and gives it a thread — unless this process is at its capacity (503) or the client's address
 //! holds its share of connections (429). Either refusal is a complete JSON response written
-//! without a thread, and each kind is logged once per episode, not once per connection.
+//! without a thread and closed gently (`linger`), and each kind is logged once per episode, not
+//! once per connection.
 
 use std::io;
 use std::net::{IpAddr, TcpListener};
@@ -15,6 +16,7 @@ use crossbeam_channel::Sender;
 
 use super::conn::{self, Incoming};
 use super::guard::Guard;
+use super::linger::Lingering;
 use super::{sock, wire, Full, Shared};
 use crate::error::{ApiError, Code};
 use crate::shares::Ticket;
@@ -58,8 +60,16 @@ pub fn run(
     let tl = tiny_http::Listener::from(tl);
     let full = Once::default();
     let mut full_since: Option<Instant> = None;
+    let mut lingering = Lingering::default();
     while !shared.app.stopping.load(Ordering::SeqCst) {
-        match sock::wait_readable(lfd, Duration::from_secs(1)) {
+        let wait = if lingering.is_empty() {
+            Duration::from_secs(1)
+        } else {
+            Duration::from_millis(50)
+        };
+        let readable = sock::wait_readable(lfd, wait);
+        lingering.look(&shared.fds);
+        match readable {
             Ok(true) => {}
             Ok(false) => continue,
             Err(e) => {
@@ -83,23 +93,33 @@ pub fn run(
                     shared.app.capacity.max_connections, shared.app.capacity.fd_budget
                 )
             });
-            refuse_next(listener, shared);
+            refuse_next(listener, shared, &mut lingering);
             continue;
         }
         full.clear();
         full_since = None;
-        accept_one(listener, &tl, &ssl, mark, guard, &queue, shared);
+        accept_one(
+            listener,
+            &tl,
+            &ssl,
+            mark,
+            guard,
+            &queue,
+            shared,
+            &mut lingering,
+        );
     }
     log::debug!("accept loop stopped");
 }
 
 /// Accepts one connection ourselves (one descriptor, no thread) and refuses it with 503.
-fn refuse_next(listener: &TcpListener, shared: &Shared) {
+fn refuse_next(listener: &TcpListener, shared: &Shared, lingering: &mut Lingering) {
     match listener.accept() {
         Ok((socket, _)) => {
             let e = ApiError::new(Code::Unavailable)
                 .message("The server holds as many connections as it can; try again shortly.");
             let _ = sock::send_now(socket.as_raw_fd(), &wire::error(&e));
+            lingering.add(socket, &shared.fds);
             shared
                 .app
                 .metrics
@@ -130,6 +150,7 @@ fn accept_one(
     guard: &Arc<Guard>,
     queue: &Sender<Incoming>,
     shared: &Arc<Shared>,
+    lingering: &mut Lingering,
 ) {
     let metrics = &shared.app.metrics;
     // Where tiny_http's accept will most likely put the new socket.
@@ -156,6 +177,10 @@ fn accept_one(
             shared.conn_shares.limit()
         ));
         let _ = sock::send_now(fd, &wire::error(&e));
+        // tiny_http's two descriptors close when `client` goes; a third keeps the socket.
+        if let Ok(socket) = sock::duplicate(fd) {
+            lingering.add(socket, &shared.fds);
+        }
         metrics
             .connections_over_share
             .fetch_add(1, Ordering::Relaxed);

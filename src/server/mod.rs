@@ -36,6 +36,7 @@ mod accept;
 mod conn;
 mod guard;
 mod head;
+mod linger;
 #[allow(unsafe_code)]
 mod sock;
 mod stream;

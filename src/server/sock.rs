@@ -324,6 +324,13 @@ pub fn batch_scheduling() -> io::Result<()> {
     Ok(())
 }
 
+/// A new descriptor of the same socket (close-on-exec).
+pub fn duplicate(fd: RawFd) -> io::Result<std::net::TcpStream> {
+    // SAFETY: `fd` is an open socket for the duration of this call (the caller holds it).
+    let borrowed = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
+    Ok(borrowed.try_clone_to_owned()?.into())
+}
+
 /// Gives the calling thread the lowest priority (nice 19): under contention it gets only the
 /// CPU no other thread wants. An unprivileged thread cannot raise it again.
 pub fn lowest_priority() -> io::Result<()> {
