@@ -57,7 +57,10 @@ pub fn run(
         log::error!("cannot clone the listening socket");
         return;
     };
-    let tl = tiny_http::Listener::from(tl);
+    let tiny = Tiny {
+        listener: tiny_http::Listener::from(tl),
+        ssl,
+    };
     let full = Once::default();
     let mut full_since: Option<Instant> = None;
     let mut lingering = Lingering::default();
@@ -98,16 +101,7 @@ pub fn run(
         }
         full.clear();
         full_since = None;
-        accept_one(
-            listener,
-            &tl,
-            &ssl,
-            mark,
-            guard,
-            &queue,
-            shared,
-            &mut lingering,
-        );
+        accept_one(listener, &tiny, mark, guard, &queue, shared, &mut lingering);
     }
     log::debug!("accept loop stopped");
 }
@@ -142,10 +136,15 @@ fn accept_failed(e: &io::Error) {
     }
 }
 
+/// tiny_http's view of the listening socket, through which it accepts.
+struct Tiny {
+    listener: tiny_http::Listener,
+    ssl: tiny_http::SslContextWrap,
+}
+
 fn accept_one(
     listener: &TcpListener,
-    tl: &tiny_http::Listener,
-    ssl: &tiny_http::SslContextWrap,
+    tiny: &Tiny,
     mark: Duration,
     guard: &Arc<Guard>,
     queue: &Sender<Incoming>,
@@ -155,7 +154,7 @@ fn accept_one(
     let metrics = &shared.app.metrics;
     // Where tiny_http's accept will most likely put the new socket.
     let hint = sock::lowest_free(listener.as_raw_fd()).ok();
-    let client = match tiny_http::Server::accept_connection(tl, ssl) {
+    let client = match tiny_http::Server::accept_connection(&tiny.listener, &tiny.ssl) {
         Ok(Some(client)) => client,
         Ok(None) => return,
         Err(e) => return accept_failed(&e),
