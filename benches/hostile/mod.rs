@@ -69,6 +69,13 @@ fn forget_flooder(database_url: &str) {
         .expect("forget the flood's failures");
 }
 
+/// Puts the calling thread in `SCHED_IDLE`.
+fn idle_scheduling() {
+    let param = libc::sched_param { sched_priority: 0 };
+    // SAFETY: a valid sched_param for the calling thread.
+    unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) };
+}
+
 pub fn victim_ip(i: usize) -> IpAddr {
     IpAddr::from([127, 0, 0, 2 + i as u8])
 }
@@ -85,10 +92,16 @@ pub fn run(addr: SocketAddr, database_url: &str, others: Others, duration: Durat
         .unwrap_or(FLOOD_RPS);
     let interval =
         (rps > 0).then(|| Duration::from_secs_f64(FLOOD_CONNECTIONS as f64 / rps as f64));
+    // BENCH_FLOOD_IDLE=1: the flood's threads run as SCHED_IDLE, a stand-in for an attacker on
+    // another machine (they get only CPU nobody else wants here).
+    let idle_flood = std::env::var("BENCH_FLOOD_IDLE").is_ok_and(|v| v == "1");
     let flood: Vec<_> = (0..FLOOD_CONNECTIONS)
         .map(|t| {
             let (stop, counts) = (stop.clone(), counts.clone());
             thread::spawn(move || {
+                if idle_flood {
+                    idle_scheduling();
+                }
                 let mut conn = Conn::open_from(addr, Some(flooder));
                 let mut n = 0u64;
                 let mut next = Instant::now();

@@ -42,7 +42,7 @@ pub fn verify(app: &App, req: &Request) -> ApiResult<Reply> {
 }
 
 /// The user of a token, if the account still has the address the token was sent to.
-fn owner(c: &mut impl postgres::GenericClient, live: &Live) -> ApiResult<i64> {
+fn owner(c: &mut impl crate::db::Sql, live: &Live) -> ApiResult<i64> {
     match users::find(c, live.user_id)? {
         Some(user) if user.email == live.email => Ok(user.id),
         _ => Err(invalid_token()),

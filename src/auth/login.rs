@@ -127,7 +127,7 @@ pub(super) fn failure_buckets(email: &Email, client: Client) -> [Bucket<'_>; 3] 
 /// 429 when any failed-sign-in bucket is full; an address over its own budget is remembered.
 pub(super) fn check_limits(
     app: &App,
-    c: &mut impl postgres::GenericClient,
+    c: &mut impl crate::db::Sql,
     email: &Email,
     client: Client,
 ) -> ApiResult<()> {
@@ -170,10 +170,7 @@ fn device_cookie(app: &App, token: &str) -> String {
 }
 
 /// Forgets the failed sign-ins of an address, from every client (after a password reset).
-pub fn clear_failures(
-    c: &mut impl postgres::GenericClient,
-    email: &Email,
-) -> Result<(), postgres::Error> {
+pub fn clear_failures(c: &mut impl crate::db::Sql, email: &Email) -> Result<(), postgres::Error> {
     rate::clear_account(c, limits::account_keys(email))
 }
 

@@ -10,7 +10,7 @@
 //! each one that changes the account (enable, disable, new recovery codes) mails the owner. Setup
 //! only offers a secret, which does nothing until `enable` confirms it.
 
-use postgres::{GenericClient, Transaction};
+use crate::db::{Sql, Tx as Transaction};
 use serde_json::{json, Value};
 
 use crate::app::{App, Reply};
@@ -236,7 +236,7 @@ fn with_enabled_factor(
 /// Checks a code against the enabled secret and consumes it inside `tx`: false when it is wrong,
 /// replayed or used.
 fn consume(
-    tx: &mut impl GenericClient,
+    tx: &mut impl Sql,
     user_id: i64,
     secret: &[u8],
     factor: &Factor,
@@ -256,7 +256,7 @@ fn cap_bucket(user_id: i64) -> Bucket<'static> {
 
 /// 429 while the user has had 20 wrong codes within the hour, whatever this code is. The bucket
 /// stays locked until the transaction ends, so concurrent attempts cannot overshoot the cap.
-fn check_cap(tx: &mut impl GenericClient, limits: &Limits, user_id: i64) -> ApiResult<()> {
+fn check_cap(tx: &mut impl Sql, limits: &Limits, user_id: i64) -> ApiResult<()> {
     let bucket = cap_bucket(user_id);
     rate::lock(tx, &bucket.key())?;
     match rate::blocked(tx, limits, &bucket)? {
@@ -278,7 +278,7 @@ fn wrong_code(mut tx: Transaction, user_id: i64) -> ApiError {
     ApiError::new(Code::InvalidCode)
 }
 
-fn enabled_secret(tx: &mut impl GenericClient, user_id: i64) -> ApiResult<Vec<u8>> {
+fn enabled_secret(tx: &mut impl Sql, user_id: i64) -> ApiResult<Vec<u8>> {
     totp::secrets(tx, user_id)?.enabled.ok_or_else(|| {
         state_error(
             "The second factor is not enabled.",
@@ -303,7 +303,7 @@ fn state_error(message: &str, details: Value) -> ApiError {
 }
 
 /// Replaces the user's recovery codes with 10 new ones; returns them for showing once.
-fn issue_recovery_codes(tx: &mut impl GenericClient, user_id: i64) -> ApiResult<Vec<String>> {
+fn issue_recovery_codes(tx: &mut impl Sql, user_id: i64) -> ApiResult<Vec<String>> {
     let raw: Vec<String> = (0..RECOVERY_CODES)
         .map(|_| crypto::base32_encode(&crypto::random_bytes::<10>()).to_ascii_lowercase())
         .collect();
@@ -323,7 +323,7 @@ fn group(code: &str) -> String {
 
 /// The notification mail and the end of every other session of the user, in `tx`.
 fn notify_and_end_other_sessions(
-    tx: &mut impl GenericClient,
+    tx: &mut impl Sql,
     session: &Session,
     kind: &str,
 ) -> ApiResult<()> {

@@ -11,7 +11,7 @@ pub mod reauth;
 pub mod signup;
 pub mod throttle;
 
-use postgres::GenericClient;
+use crate::db::Sql;
 use serde_json::{json, Value};
 
 use crate::app::App;
@@ -83,11 +83,7 @@ pub fn clear_session_cookie(app: &App) -> String {
 }
 
 /// The Auth state (docs/API.md, "Bodies").
-pub fn auth_state(
-    c: &mut impl GenericClient,
-    user_id: i64,
-    mfa_required: bool,
-) -> ApiResult<Value> {
+pub fn auth_state(c: &mut impl Sql, user_id: i64, mfa_required: bool) -> ApiResult<Value> {
     let user =
         users::find(c, user_id)?.ok_or_else(|| ApiError::internal("session of a deleted user"))?;
     let organizations: Vec<Value> = orgs::for_user(c, user_id)?
@@ -105,7 +101,7 @@ pub fn auth_state(
 /// response: Auth state with the new cookie. A user with a second factor gets a pending session.
 pub fn start_session(
     app: &App,
-    c: &mut impl GenericClient,
+    c: &mut impl Sql,
     status: u16,
     user_id: i64,
     pending: bool,
@@ -119,7 +115,7 @@ pub fn start_session(
 /// `Set-Cookie` value that carries it; for responses other than Auth state (the OAuth redirect).
 pub fn create_session_cookie(
     app: &App,
-    c: &mut impl GenericClient,
+    c: &mut impl Sql,
     user_id: i64,
     pending: bool,
 ) -> ApiResult<String> {
@@ -138,7 +134,7 @@ pub fn create_session_cookie(
 /// on the address, so each is removed and, if any was, every session of the user ends (and
 /// with them their event streams). Returns the number of links removed.
 pub fn prove_address(
-    c: &mut impl GenericClient,
+    c: &mut impl Sql,
     user_id: i64,
     keep: Option<(&str, &str)>,
 ) -> Result<u64, postgres::Error> {

@@ -3,13 +3,13 @@
 
 use std::time::Duration;
 
-use postgres::GenericClient;
+use super::Sql;
 
 use crate::crypto::{new_token, token_hash};
 
 /// Mints a cookie for `user_id`; returns the value to send (never stored).
 pub fn create(
-    c: &mut impl GenericClient,
+    c: &mut impl Sql,
     user_id: i64,
     lifetime: Duration,
 ) -> Result<String, postgres::Error> {
@@ -24,7 +24,7 @@ pub fn create(
 
 /// Whether `token` is a live cookie of `user_id` with fewer than `budget` failures.
 pub fn valid(
-    c: &mut impl GenericClient,
+    c: &mut impl Sql,
     token: &str,
     user_id: i64,
     budget: i64,
@@ -38,7 +38,7 @@ pub fn valid(
 }
 
 /// Counts a failed sign-in with the cookie.
-pub fn failed(c: &mut impl GenericClient, token: &str) -> Result<(), postgres::Error> {
+pub fn failed(c: &mut impl Sql, token: &str) -> Result<(), postgres::Error> {
     c.execute(
         "UPDATE device_cookies SET failures = failures + 1 WHERE token_hash = $1",
         &[&token_hash(token)],
@@ -47,11 +47,7 @@ pub fn failed(c: &mut impl GenericClient, token: &str) -> Result<(), postgres::E
 }
 
 /// A successful sign-in with the cookie: its failures are forgiven and its lifetime renewed.
-pub fn succeeded(
-    c: &mut impl GenericClient,
-    token: &str,
-    lifetime: Duration,
-) -> Result<(), postgres::Error> {
+pub fn succeeded(c: &mut impl Sql, token: &str, lifetime: Duration) -> Result<(), postgres::Error> {
     c.execute(
         "UPDATE device_cookies SET failures = 0, expires_at = now() + make_interval(secs => $2)
           WHERE token_hash = $1",
@@ -60,6 +56,6 @@ pub fn succeeded(
     Ok(())
 }
 
-pub fn purge_expired(c: &mut impl GenericClient) -> Result<u64, postgres::Error> {
+pub fn purge_expired(c: &mut impl Sql) -> Result<u64, postgres::Error> {
     c.execute("DELETE FROM device_cookies WHERE expires_at < now()", &[])
 }

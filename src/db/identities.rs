@@ -1,11 +1,11 @@
 //! Table `external_identities`: links from an identity provider's account (provider, subject)
 //! to one of our users.
 
-use postgres::GenericClient;
+use super::Sql;
 
 /// The user linked to (provider, subject), if any.
 pub fn find_user(
-    c: &mut impl GenericClient,
+    c: &mut impl Sql,
     provider: &str,
     subject: &str,
 ) -> Result<Option<i64>, postgres::Error> {
@@ -19,7 +19,7 @@ pub fn find_user(
 /// Links (provider, subject) to a user; `false` when the identity is linked already (a
 /// concurrent first sign-in won).
 pub fn link(
-    c: &mut impl GenericClient,
+    c: &mut impl Sql,
     provider: &str,
     subject: &str,
     user_id: i64,
@@ -35,7 +35,7 @@ pub fn link(
 
 /// Records the address the provider reported at the latest sign-in.
 pub fn update_email(
-    c: &mut impl GenericClient,
+    c: &mut impl Sql,
     provider: &str,
     subject: &str,
     email: Option<&str>,
@@ -50,7 +50,7 @@ pub fn update_email(
 
 /// Removes every link of a user except `keep` (provider, subject); returns how many went.
 pub fn delete_for_user(
-    c: &mut impl GenericClient,
+    c: &mut impl Sql,
     user_id: i64,
     keep: Option<(&str, &str)>,
 ) -> Result<u64, postgres::Error> {

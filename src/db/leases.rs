@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use postgres::GenericClient;
+use super::Sql;
 
 use crate::db::rate;
 
@@ -45,7 +45,7 @@ impl Holder {
 /// Call inside a transaction: the per-holder advisory lock makes count-then-insert atomic across
 /// instances.
 pub fn acquire(
-    c: &mut impl GenericClient,
+    c: &mut impl Sql,
     instance: &str,
     holder: Holder,
     limit: usize,
@@ -70,7 +70,7 @@ pub fn acquire(
     Ok(Some(row.get(0)))
 }
 
-pub fn release(c: &mut impl GenericClient, ids: &[i64]) -> Result<u64, postgres::Error> {
+pub fn release(c: &mut impl Sql, ids: &[i64]) -> Result<u64, postgres::Error> {
     c.execute("DELETE FROM stream_leases WHERE id = ANY($1)", &[&ids])
 }
 
@@ -79,15 +79,14 @@ pub fn release(c: &mut impl GenericClient, ids: &[i64]) -> Result<u64, postgres:
 /// expired rows. Rows of this instance that are not in `live` are left alone: a lease taken after
 /// `live` was read is not touched, and releases are the keeper's job.
 pub fn heartbeat(
-    c: &mut impl GenericClient,
+    c: &mut impl Sql,
     instance: &str,
     live: &[(i64, Holder)],
 ) -> Result<(), postgres::Error> {
     let ids: Vec<i64> = live.iter().map(|(id, _)| *id).collect();
     let users: Vec<Option<i64>> = live.iter().map(|(_, h)| h.user()).collect();
     let tokens: Vec<Option<i64>> = live.iter().map(|(_, h)| h.token()).collect();
-    let mut tx = c.transaction()?;
-    tx.execute(
+    c.execute(
         "INSERT INTO stream_leases (id, instance_id, user_id, token_id, expires_at)
          SELECT l.id, $1, l.u, l.t, now() + make_interval(secs => $5)
            FROM unnest($2::bigint[], $3::bigint[], $4::bigint[]) AS l(id, u, t)
@@ -96,16 +95,14 @@ pub fn heartbeat(
          ON CONFLICT (id) DO UPDATE SET expires_at = EXCLUDED.expires_at",
         &[&instance, &ids, &users, &tokens, &TTL.as_secs_f64()],
     )?;
-    // Leases of instances that stopped without cleaning up (crash, kill -9).
-    tx.execute("DELETE FROM stream_leases WHERE expires_at <= now()", &[])?;
-    tx.commit()
+    // Leases of instances that stopped without cleaning up (crash, kill -9). (Not in one
+    // transaction with the above: the rows just extended end after now.)
+    c.execute("DELETE FROM stream_leases WHERE expires_at <= now()", &[])?;
+    Ok(())
 }
 
 /// Drops every lease of an instance (shutdown).
-pub fn release_instance(
-    c: &mut impl GenericClient,
-    instance: &str,
-) -> Result<u64, postgres::Error> {
+pub fn release_instance(c: &mut impl Sql, instance: &str) -> Result<u64, postgres::Error> {
     c.execute(
         "DELETE FROM stream_leases WHERE instance_id = $1",
         &[&instance],

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use postgres::GenericClient;
+use super::Sql;
 
 use crate::crypto::{new_token, token_hash};
 
@@ -32,7 +32,7 @@ impl Purpose {
 /// Mints a token for `email` and stores its hash; returns the token (for the mail only).
 /// A new reset token voids the user's older unused ones.
 pub fn create(
-    c: &mut impl GenericClient,
+    c: &mut impl Sql,
     user_id: i64,
     purpose: Purpose,
     email: &str,
@@ -64,7 +64,7 @@ pub struct Live {
 
 /// The live (unused, unexpired) token, without using it.
 pub fn find_live(
-    c: &mut impl GenericClient,
+    c: &mut impl Sql,
     token: &str,
     purpose: Purpose,
 ) -> Result<Option<Live>, postgres::Error> {
@@ -81,7 +81,7 @@ pub fn find_live(
 
 /// Uses a live token. One statement, so of two concurrent uses exactly one gets `Some`.
 pub fn consume(
-    c: &mut impl GenericClient,
+    c: &mut impl Sql,
     token: &str,
     purpose: Purpose,
 ) -> Result<Option<Live>, postgres::Error> {
@@ -99,7 +99,7 @@ pub fn consume(
 
 /// Ends every unused token of a user for a purpose (kept, expired, for the record).
 pub fn void_unused(
-    c: &mut impl GenericClient,
+    c: &mut impl Sql,
     user_id: i64,
     purpose: Purpose,
 ) -> Result<u64, postgres::Error> {
@@ -111,7 +111,7 @@ pub fn void_unused(
 }
 
 /// Deletes tokens that can no longer be used (spent, voided or expired) a day after the fact.
-pub fn purge_dead(c: &mut impl GenericClient) -> Result<u64, postgres::Error> {
+pub fn purge_dead(c: &mut impl Sql) -> Result<u64, postgres::Error> {
     c.execute(
         "DELETE FROM mail_tokens
           WHERE expires_at < now() - interval '1 day' OR used_at < now() - interval '1 day'",

@@ -11,6 +11,7 @@ pub mod outbox;
 pub mod rate;
 pub mod recovery_codes;
 pub mod sessions;
+pub mod sql;
 pub mod tokens;
 pub mod totp;
 pub mod users;
@@ -24,8 +25,10 @@ use r2d2_postgres::PostgresConnectionManager;
 use crate::config::Config;
 use crate::error::ApiError;
 
-pub type Pool = r2d2::Pool<PostgresConnectionManager<NoTls>>;
-pub type Conn = r2d2::PooledConnection<PostgresConnectionManager<NoTls>>;
+pub use sql::{Db, Sql, Tx};
+
+pub type Pool = r2d2::Pool<sql::Manager>;
+pub type Conn = r2d2::PooledConnection<sql::Manager>;
 
 /// Connection settings with the timeouts the defaults lack: a dead or half-open database must
 /// turn into an error within seconds, never a hang.
@@ -52,7 +55,10 @@ pub fn pg_config(config: &Config, application_name: &str) -> Result<PgConfig, St
 }
 
 pub fn pool(config: &Config) -> Result<Pool, String> {
-    let manager = PostgresConnectionManager::new(pg_config(config, "consoled")?, NoTls);
+    let manager = sql::Manager(PostgresConnectionManager::new(
+        pg_config(config, "consoled")?,
+        NoTls,
+    ));
     // build_unchecked: the pool must come up (and answer 503) while the database is away.
     Ok(r2d2::Pool::builder()
         .max_size(config.db_pool_size)

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use postgres::GenericClient;
+use super::Sql;
 
 use crate::crypto::token_hash;
 
@@ -28,7 +28,7 @@ pub struct StoredState {
     pub expired: bool,
 }
 
-pub fn insert(c: &mut impl GenericClient, s: &NewState) -> Result<(), postgres::Error> {
+pub fn insert(c: &mut impl Sql, s: &NewState) -> Result<(), postgres::Error> {
     c.execute(
         "INSERT INTO oauth_states (state_hash, binding_hash, provider, pkce_verifier, nonce, expires_at)
          VALUES ($1, $2, $3, $4, $5, now() + make_interval(secs => $6))",
@@ -46,10 +46,7 @@ pub fn insert(c: &mut impl GenericClient, s: &NewState) -> Result<(), postgres::
 
 /// Deletes and returns the attempt of a `state` value: whatever the callback decides next, the
 /// state cannot be used again. Of two concurrent callbacks with one state, only one gets the row.
-pub fn take(
-    c: &mut impl GenericClient,
-    state: &str,
-) -> Result<Option<StoredState>, postgres::Error> {
+pub fn take(c: &mut impl Sql, state: &str) -> Result<Option<StoredState>, postgres::Error> {
     let row = c.query_opt(
         "DELETE FROM oauth_states WHERE state_hash = $1
          RETURNING binding_hash, provider, pkce_verifier, nonce, expires_at <= now()",
@@ -65,6 +62,6 @@ pub fn take(
 }
 
 /// Removes abandoned attempts (a browser that never came back).
-pub fn purge_expired(c: &mut impl GenericClient) -> Result<u64, postgres::Error> {
+pub fn purge_expired(c: &mut impl Sql) -> Result<u64, postgres::Error> {
     c.execute("DELETE FROM oauth_states WHERE expires_at <= now()", &[])
 }

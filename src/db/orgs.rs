@@ -1,6 +1,6 @@
 //! Tables `organizations`, `memberships` and `projects`.
 
-use postgres::GenericClient;
+use super::Sql;
 use serde_json::{json, Value};
 
 #[derive(Debug, Clone)]
@@ -22,10 +22,7 @@ impl OrgSummary {
 }
 
 /// The organizations a user belongs to, oldest first.
-pub fn for_user(
-    c: &mut impl GenericClient,
-    user_id: i64,
-) -> Result<Vec<OrgSummary>, postgres::Error> {
+pub fn for_user(c: &mut impl Sql, user_id: i64) -> Result<Vec<OrgSummary>, postgres::Error> {
     let rows = c.query(
         "SELECT o.id, o.name, o.kind, m.role, o.status
            FROM memberships m JOIN organizations o ON o.id = m.org_id
@@ -47,7 +44,7 @@ pub fn for_user(
 /// The personal organization of a new user (the user as owner) with its `default` project.
 /// Returns (organization id, project id).
 pub fn create_personal(
-    c: &mut impl GenericClient,
+    c: &mut impl Sql,
     user_id: i64,
     user_name: &str,
 ) -> Result<(i64, i64), postgres::Error> {
@@ -75,7 +72,7 @@ pub struct Project {
 
 /// Creates a project; `None` when the organization has one of that name.
 pub fn create_project(
-    c: &mut impl GenericClient,
+    c: &mut impl Sql,
     org_id: i64,
     name: &str,
 ) -> Result<Option<Project>, postgres::Error> {
@@ -91,17 +88,14 @@ pub fn create_project(
     }))
 }
 
-pub fn org_exists(c: &mut impl GenericClient, org_id: i64) -> Result<bool, postgres::Error> {
+pub fn org_exists(c: &mut impl Sql, org_id: i64) -> Result<bool, postgres::Error> {
     Ok(
         c.query_opt("SELECT 1 FROM organizations WHERE id = $1", &[&org_id])?
             .is_some(),
     )
 }
 
-pub fn find_project(
-    c: &mut impl GenericClient,
-    id: i64,
-) -> Result<Option<Project>, postgres::Error> {
+pub fn find_project(c: &mut impl Sql, id: i64) -> Result<Option<Project>, postgres::Error> {
     let row = c.query_opt(
         "SELECT id, org_id, name FROM projects WHERE id = $1",
         &[&id],

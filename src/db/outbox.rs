@@ -3,10 +3,10 @@
 
 use std::time::Duration;
 
-use postgres::GenericClient;
+use super::Sql;
 
 pub fn enqueue(
-    c: &mut impl GenericClient,
+    c: &mut impl Sql,
     kind: &str,
     user_id: i64,
     recipient: &str,
@@ -18,7 +18,7 @@ pub fn enqueue(
 /// up and drops the row when there is none. The request that queues it cannot tell the two apart,
 /// so neither can its timing.
 pub fn enqueue_for_address(
-    c: &mut impl GenericClient,
+    c: &mut impl Sql,
     kind: &str,
     recipient: &str,
 ) -> Result<i64, postgres::Error> {
@@ -26,7 +26,7 @@ pub fn enqueue_for_address(
 }
 
 fn insert(
-    c: &mut impl GenericClient,
+    c: &mut impl Sql,
     kind: &str,
     user_id: Option<i64>,
     recipient: &str,
@@ -55,7 +55,7 @@ pub struct Due {
 
 /// Claims the oldest due row for the caller's transaction. Rows another instance is sending are
 /// skipped, never waited for, so no row is sent twice and no sender blocks another.
-pub fn claim_due(c: &mut impl GenericClient) -> Result<Option<Due>, postgres::Error> {
+pub fn claim_due(c: &mut impl Sql) -> Result<Option<Due>, postgres::Error> {
     let row = c.query_opt(
         "SELECT id, kind, user_id, recipient, attempts FROM outbox
           WHERE next_attempt_at <= now()
@@ -72,14 +72,14 @@ pub fn claim_due(c: &mut impl GenericClient) -> Result<Option<Due>, postgres::Er
     }))
 }
 
-pub fn delete(c: &mut impl GenericClient, id: i64) -> Result<(), postgres::Error> {
+pub fn delete(c: &mut impl Sql, id: i64) -> Result<(), postgres::Error> {
     c.execute("DELETE FROM outbox WHERE id = $1", &[&id])?;
     Ok(())
 }
 
 /// Records a failed attempt and when to try again. `error` must not contain a secret.
 pub fn defer(
-    c: &mut impl GenericClient,
+    c: &mut impl Sql,
     id: i64,
     delay: Duration,
     error: &str,
@@ -94,7 +94,7 @@ pub fn defer(
 }
 
 /// Time until the earliest row is due (zero when one is due now); `None` when the outbox is empty.
-pub fn next_due_in(c: &mut impl GenericClient) -> Result<Option<Duration>, postgres::Error> {
+pub fn next_due_in(c: &mut impl Sql) -> Result<Option<Duration>, postgres::Error> {
     let row = c.query_one(
         "SELECT extract(epoch FROM min(next_attempt_at) - now())::float8 FROM outbox",
         &[],

@@ -5,13 +5,13 @@
 //! transaction-scoped advisory lock on the bucket, so concurrent requests on several instances
 //! cannot both take the last slot.
 
-use postgres::GenericClient;
+use super::Sql;
 
 use crate::limits::{Bucket, Limits};
 
 /// Seconds until the bucket has room again, or `None` when it has room now.
 pub fn blocked(
-    c: &mut impl GenericClient,
+    c: &mut impl Sql,
     limits: &Limits,
     bucket: &Bucket,
 ) -> Result<Option<u64>, postgres::Error> {
@@ -33,7 +33,7 @@ pub fn blocked(
 
 /// The first of `buckets` that is full, and seconds until it has room; one round trip.
 pub fn first_blocked(
-    c: &mut impl GenericClient,
+    c: &mut impl Sql,
     limits: &Limits,
     buckets: &[Bucket],
 ) -> Result<Option<(usize, u64)>, postgres::Error> {
@@ -64,7 +64,7 @@ pub fn first_blocked(
 }
 
 /// Counts one event in each of `buckets`; one round trip.
-pub fn record_all(c: &mut impl GenericClient, buckets: &[Bucket]) -> Result<(), postgres::Error> {
+pub fn record_all(c: &mut impl Sql, buckets: &[Bucket]) -> Result<(), postgres::Error> {
     let keys: Vec<String> = buckets.iter().map(Bucket::key).collect();
     c.execute(
         "INSERT INTO rate_events (bucket) SELECT unnest($1::text[])",
@@ -73,7 +73,7 @@ pub fn record_all(c: &mut impl GenericClient, buckets: &[Bucket]) -> Result<(), 
     Ok(())
 }
 
-pub fn record(c: &mut impl GenericClient, bucket: &Bucket) -> Result<(), postgres::Error> {
+pub fn record(c: &mut impl Sql, bucket: &Bucket) -> Result<(), postgres::Error> {
     c.execute(
         "INSERT INTO rate_events (bucket) VALUES ($1)",
         &[&bucket.key()],
@@ -84,7 +84,7 @@ pub fn record(c: &mut impl GenericClient, bucket: &Bucket) -> Result<(), postgre
 /// Counts one event if the bucket has room: `Ok(None)` when counted, `Ok(Some(secs))` when full.
 /// Call inside a transaction: the advisory lock lasts until it ends.
 pub fn take(
-    c: &mut impl GenericClient,
+    c: &mut impl Sql,
     limits: &Limits,
     bucket: &Bucket,
 ) -> Result<Option<u64>, postgres::Error> {
@@ -97,7 +97,7 @@ pub fn take(
 }
 
 /// A transaction-scoped advisory lock on any key (a bucket's, or another component's).
-pub fn lock(c: &mut impl GenericClient, key: &str) -> Result<(), postgres::Error> {
+pub fn lock(c: &mut impl Sql, key: &str) -> Result<(), postgres::Error> {
     c.execute(
         "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))",
         &[&key],
@@ -107,7 +107,7 @@ pub fn lock(c: &mut impl GenericClient, key: &str) -> Result<(), postgres::Error
 
 /// Deletes the events of one account's failed sign-ins (`limits::account_keys`).
 pub fn clear_account(
-    c: &mut impl GenericClient,
+    c: &mut impl Sql,
     (own, per_client_prefix): (String, String),
 ) -> Result<(), postgres::Error> {
     c.execute(
@@ -118,7 +118,7 @@ pub fn clear_account(
 }
 
 /// Drops events older than the longest window in use (24 hours).
-pub fn purge_old(c: &mut impl GenericClient) -> Result<u64, postgres::Error> {
+pub fn purge_old(c: &mut impl Sql) -> Result<u64, postgres::Error> {
     c.execute(
         "DELETE FROM rate_events WHERE at < now() - interval '25 hours'",
         &[],

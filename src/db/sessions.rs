@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use postgres::GenericClient;
+use super::Sql;
 
 use crate::crypto::{new_token, token_hash};
 
@@ -24,7 +24,7 @@ pub struct Session {
 
 /// Creates a session; returns the cookie token (shown once) and the session.
 pub fn create(
-    c: &mut impl GenericClient,
+    c: &mut impl Sql,
     user_id: i64,
     mfa_pending: bool,
     lifetime: Duration,
@@ -50,7 +50,7 @@ pub fn create(
 
 /// The live session of a cookie token. Pending sessions have only their absolute end.
 pub fn find_valid(
-    c: &mut impl GenericClient,
+    c: &mut impl Sql,
     token: &str,
     idle: Duration,
 ) -> Result<Option<Session>, postgres::Error> {
@@ -78,7 +78,7 @@ pub fn find_valid(
 }
 
 /// Marks the session as used now.
-pub fn touch(c: &mut impl GenericClient, id: i64) -> Result<(), postgres::Error> {
+pub fn touch(c: &mut impl Sql, id: i64) -> Result<(), postgres::Error> {
     c.execute(
         "UPDATE sessions SET last_seen_at = now() WHERE id = $1",
         &[&id],
@@ -88,7 +88,7 @@ pub fn touch(c: &mut impl GenericClient, id: i64) -> Result<(), postgres::Error>
 
 /// Seconds until a session ends unless used again; `None` once it is gone or expired.
 pub fn remaining(
-    c: &mut impl GenericClient,
+    c: &mut impl Sql,
     id: i64,
     idle: Duration,
 ) -> Result<Option<f64>, postgres::Error> {
@@ -100,14 +100,14 @@ pub fn remaining(
     Ok(row.map(|r| r.get::<_, f64>(0)).filter(|s| *s > 0.0))
 }
 
-pub fn delete(c: &mut impl GenericClient, id: i64) -> Result<(), postgres::Error> {
+pub fn delete(c: &mut impl Sql, id: i64) -> Result<(), postgres::Error> {
     c.execute("DELETE FROM sessions WHERE id = $1", &[&id])?;
     Ok(())
 }
 
 /// Locks a live pending session for a second-factor attempt, so that attempts on one session run
 /// one at a time; false when it is gone, expired or already complete.
-pub fn lock_pending(c: &mut impl GenericClient, id: i64) -> Result<bool, postgres::Error> {
+pub fn lock_pending(c: &mut impl Sql, id: i64) -> Result<bool, postgres::Error> {
     let row = c.query_opt(
         "SELECT 1 FROM sessions WHERE id = $1 AND mfa_pending AND expires_at > now() FOR UPDATE",
         &[&id],
@@ -116,7 +116,7 @@ pub fn lock_pending(c: &mut impl GenericClient, id: i64) -> Result<bool, postgre
 }
 
 /// Counts a wrong second-factor code on a session; returns the new count.
-pub fn add_failed_code(c: &mut impl GenericClient, id: i64) -> Result<i32, postgres::Error> {
+pub fn add_failed_code(c: &mut impl Sql, id: i64) -> Result<i32, postgres::Error> {
     let row = c.query_one(
         "UPDATE sessions SET failed_codes = failed_codes + 1 WHERE id = $1 RETURNING failed_codes",
         &[&id],
@@ -126,7 +126,7 @@ pub fn add_failed_code(c: &mut impl GenericClient, id: i64) -> Result<i32, postg
 
 /// Ends every session of a user except `keep`.
 pub fn delete_for_user(
-    c: &mut impl GenericClient,
+    c: &mut impl Sql,
     user_id: i64,
     keep: Option<i64>,
 ) -> Result<u64, postgres::Error> {
@@ -139,7 +139,7 @@ pub fn delete_for_user(
 /// Deletes sessions past their absolute end, and idle ones a day after their idle end: validity is
 /// decided when a session is used, so this is only clean-up, kept well clear of the idle timeout
 /// (instances with different settings may share a database).
-pub fn purge_expired(c: &mut impl GenericClient, idle: Duration) -> Result<u64, postgres::Error> {
+pub fn purge_expired(c: &mut impl Sql, idle: Duration) -> Result<u64, postgres::Error> {
     c.execute(
         "DELETE FROM sessions WHERE expires_at <= now()
             OR (NOT mfa_pending AND last_seen_at <= now() - make_interval(secs => $1) - interval '1 day')",

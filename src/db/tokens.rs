@@ -1,7 +1,7 @@
 //! Table `api_tokens`: a token belongs to one project; the secret is shown once and stored hashed.
 //! Revoking a token ends its open streams on every instance (trigger).
 
-use postgres::GenericClient;
+use super::Sql;
 
 use crate::crypto::{new_token, token_hash};
 
@@ -17,7 +17,7 @@ pub struct ApiToken {
 
 /// Creates a token; returns (id, secret).
 pub fn create(
-    c: &mut impl GenericClient,
+    c: &mut impl Sql,
     project_id: i64,
     name: &str,
 ) -> Result<(i64, String), postgres::Error> {
@@ -30,7 +30,7 @@ pub fn create(
 }
 
 /// The live token for a secret.
-pub fn find(c: &mut impl GenericClient, secret: &str) -> Result<Option<ApiToken>, postgres::Error> {
+pub fn find(c: &mut impl Sql, secret: &str) -> Result<Option<ApiToken>, postgres::Error> {
     let row = c.query_opt(
         "SELECT t.id, t.project_id, p.org_id FROM api_tokens t JOIN projects p ON p.id = t.project_id
           WHERE t.token_hash = $1 AND t.revoked_at IS NULL",
@@ -43,7 +43,7 @@ pub fn find(c: &mut impl GenericClient, secret: &str) -> Result<Option<ApiToken>
     }))
 }
 
-pub fn is_live(c: &mut impl GenericClient, id: i64) -> Result<bool, postgres::Error> {
+pub fn is_live(c: &mut impl Sql, id: i64) -> Result<bool, postgres::Error> {
     Ok(c.query_opt(
         "SELECT 1 FROM api_tokens WHERE id = $1 AND revoked_at IS NULL",
         &[&id],
@@ -52,7 +52,7 @@ pub fn is_live(c: &mut impl GenericClient, id: i64) -> Result<bool, postgres::Er
 }
 
 /// Revokes a token; false when there is no live token with that id.
-pub fn revoke(c: &mut impl GenericClient, id: i64) -> Result<bool, postgres::Error> {
+pub fn revoke(c: &mut impl Sql, id: i64) -> Result<bool, postgres::Error> {
     let n = c.execute(
         "UPDATE api_tokens SET revoked_at = now() WHERE id = $1 AND revoked_at IS NULL",
         &[&id],

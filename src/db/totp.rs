@@ -2,7 +2,7 @@
 //! (enabled) and `totp_last_step` (the replay defence). Kept apart from `users.rs` because only
 //! the second-factor flows touch them.
 
-use postgres::GenericClient;
+use super::Sql;
 
 /// A user's TOTP secrets: the enabled one and the one offered by setup, if any.
 #[derive(Debug, Clone, Default)]
@@ -11,7 +11,7 @@ pub struct Secrets {
     pub pending: Option<Vec<u8>>,
 }
 
-pub fn secrets(c: &mut impl GenericClient, user_id: i64) -> Result<Secrets, postgres::Error> {
+pub fn secrets(c: &mut impl Sql, user_id: i64) -> Result<Secrets, postgres::Error> {
     let row = c.query_opt(
         "SELECT totp_secret, totp_pending FROM users WHERE id = $1",
         &[&user_id],
@@ -23,11 +23,7 @@ pub fn secrets(c: &mut impl GenericClient, user_id: i64) -> Result<Secrets, post
 }
 
 /// Stores a secret offered by setup; false when the second factor is already enabled.
-pub fn offer(
-    c: &mut impl GenericClient,
-    user_id: i64,
-    secret: &[u8],
-) -> Result<bool, postgres::Error> {
+pub fn offer(c: &mut impl Sql, user_id: i64, secret: &[u8]) -> Result<bool, postgres::Error> {
     let n = c.execute(
         "UPDATE users SET totp_pending = $2 WHERE id = $1 AND totp_secret IS NULL",
         &[&user_id, &secret],
@@ -38,11 +34,7 @@ pub fn offer(
 /// Records `step` as accepted if it is later than every step accepted before. The conditional
 /// UPDATE is the replay defence: of two transactions claiming one step, the second re-checks the
 /// condition after the first commits and claims nothing.
-pub fn claim_step(
-    c: &mut impl GenericClient,
-    user_id: i64,
-    step: u64,
-) -> Result<bool, postgres::Error> {
+pub fn claim_step(c: &mut impl Sql, user_id: i64, step: u64) -> Result<bool, postgres::Error> {
     let step = step as i64;
     let n = c.execute(
         "UPDATE users SET totp_last_step = $2
@@ -55,7 +47,7 @@ pub fn claim_step(
 /// Turns the offered secret into the enabled one, recording the step that confirmed it. False
 /// when the offer changed meanwhile or the factor is already enabled (a concurrent request won).
 pub fn enable(
-    c: &mut impl GenericClient,
+    c: &mut impl Sql,
     user_id: i64,
     offered: &[u8],
     step: u64,
@@ -71,7 +63,7 @@ pub fn enable(
 }
 
 /// Removes the second factor entirely.
-pub fn disable(c: &mut impl GenericClient, user_id: i64) -> Result<(), postgres::Error> {
+pub fn disable(c: &mut impl Sql, user_id: i64) -> Result<(), postgres::Error> {
     c.execute(
         "UPDATE users SET totp_secret = NULL, totp_pending = NULL, totp_last_step = NULL,
                           updated_at = now()

@@ -1,6 +1,7 @@
 //! Table `users`: accounts and the User resource (docs/API.md, "Bodies").
 
-use postgres::{GenericClient, Row};
+use super::Sql;
+use postgres::Row;
 use serde_json::{json, Value};
 
 use crate::http::json::Email;
@@ -49,15 +50,12 @@ impl User {
     }
 }
 
-pub fn find(c: &mut impl GenericClient, id: i64) -> Result<Option<User>, postgres::Error> {
+pub fn find(c: &mut impl Sql, id: i64) -> Result<Option<User>, postgres::Error> {
     let sql = format!("SELECT {COLUMNS} FROM users WHERE id = $1");
     Ok(c.query_opt(&sql, &[&id])?.as_ref().map(User::from_row))
 }
 
-pub fn find_by_email(
-    c: &mut impl GenericClient,
-    email: &Email,
-) -> Result<Option<User>, postgres::Error> {
+pub fn find_by_email(c: &mut impl Sql, email: &Email) -> Result<Option<User>, postgres::Error> {
     let sql = format!("SELECT {COLUMNS} FROM users WHERE email = $1");
     Ok(c.query_opt(&sql, &[&email.as_str()])?
         .as_ref()
@@ -66,7 +64,7 @@ pub fn find_by_email(
 
 /// Inserts a user; `None` when the address has an account already.
 pub fn insert(
-    c: &mut impl GenericClient,
+    c: &mut impl Sql,
     email: &Email,
     name: &str,
     password_hash: Option<&str>,
@@ -83,11 +81,7 @@ pub fn insert(
     Ok(row.as_ref().map(User::from_row))
 }
 
-pub fn set_password(
-    c: &mut impl GenericClient,
-    id: i64,
-    hash: &str,
-) -> Result<(), postgres::Error> {
+pub fn set_password(c: &mut impl Sql, id: i64, hash: &str) -> Result<(), postgres::Error> {
     c.execute(
         "UPDATE users SET password_hash = $2, updated_at = now() WHERE id = $1",
         &[&id, &hash],
@@ -97,7 +91,7 @@ pub fn set_password(
 
 /// Marks the address verified; true when it was not verified before (the address has just
 /// been proven).
-pub fn mark_verified(c: &mut impl GenericClient, id: i64) -> Result<bool, postgres::Error> {
+pub fn mark_verified(c: &mut impl Sql, id: i64) -> Result<bool, postgres::Error> {
     let n = c.execute(
         "UPDATE users SET email_verified = true, updated_at = now() WHERE id = $1 AND NOT email_verified",
         &[&id],
@@ -107,7 +101,7 @@ pub fn mark_verified(c: &mut impl GenericClient, id: i64) -> Result<bool, postgr
 
 /// Removes the password: the account can then be entered only through its linked identity
 /// provider or a password reset.
-pub fn clear_password(c: &mut impl GenericClient, id: i64) -> Result<(), postgres::Error> {
+pub fn clear_password(c: &mut impl Sql, id: i64) -> Result<(), postgres::Error> {
     c.execute(
         "UPDATE users SET password_hash = NULL, updated_at = now() WHERE id = $1",
         &[&id],

@@ -5,13 +5,10 @@
 
 use std::collections::HashMap;
 
-use postgres::GenericClient;
+use super::Sql;
 
 /// Organization ids of each given user (users without memberships are absent).
-pub fn orgs_of(
-    c: &mut impl GenericClient,
-    users: &[i64],
-) -> Result<HashMap<i64, Vec<i64>>, postgres::Error> {
+pub fn orgs_of(c: &mut impl Sql, users: &[i64]) -> Result<HashMap<i64, Vec<i64>>, postgres::Error> {
     let rows = c.query(
         "SELECT user_id, org_id FROM memberships WHERE user_id = ANY($1)",
         &[&users],
@@ -23,22 +20,19 @@ pub fn orgs_of(
     Ok(map)
 }
 
-pub fn org_of_project(
-    c: &mut impl GenericClient,
-    project_id: i64,
-) -> Result<Option<i64>, postgres::Error> {
+pub fn org_of_project(c: &mut impl Sql, project_id: i64) -> Result<Option<i64>, postgres::Error> {
     let row = c.query_opt("SELECT org_id FROM projects WHERE id = $1", &[&project_id])?;
     Ok(row.map(|r| r.get(0)))
 }
 
 /// The given sessions that still exist.
-pub fn live_sessions(c: &mut impl GenericClient, ids: &[i64]) -> Result<Vec<i64>, postgres::Error> {
+pub fn live_sessions(c: &mut impl Sql, ids: &[i64]) -> Result<Vec<i64>, postgres::Error> {
     let rows = c.query("SELECT id FROM sessions WHERE id = ANY($1)", &[&ids])?;
     Ok(rows.iter().map(|r| r.get(0)).collect())
 }
 
 /// The given API tokens that exist and are not revoked.
-pub fn live_tokens(c: &mut impl GenericClient, ids: &[i64]) -> Result<Vec<i64>, postgres::Error> {
+pub fn live_tokens(c: &mut impl Sql, ids: &[i64]) -> Result<Vec<i64>, postgres::Error> {
     let rows = c.query(
         "SELECT id FROM api_tokens WHERE id = ANY($1) AND revoked_at IS NULL",
         &[&ids],

@@ -229,7 +229,7 @@ impl Keeper {
 
     fn with_db<T>(
         &self,
-        f: impl FnOnce(&mut postgres::Client) -> Result<T, postgres::Error>,
+        f: impl FnOnce(&mut db::Db) -> Result<T, postgres::Error>,
     ) -> Result<T, String> {
         let mut c = db::conn(&self.core.pool).map_err(|e| e.more.message.clone())?;
         f(&mut c).map_err(|e| e.to_string())

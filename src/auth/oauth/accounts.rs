@@ -42,7 +42,7 @@ pub fn sign_in(app: &App, provider: Provider, identity: &Identity) -> Result<Res
 }
 
 fn resolve(
-    tx: &mut postgres::Transaction,
+    tx: &mut impl db::Sql,
     provider: Provider,
     identity: &Identity,
 ) -> Result<User, Refusal> {
@@ -66,7 +66,7 @@ fn resolve(
 }
 
 fn link_existing(
-    tx: &mut postgres::Transaction,
+    tx: &mut impl db::Sql,
     provider: Provider,
     identity: &Identity,
     user: User,
@@ -82,7 +82,7 @@ fn link_existing(
 }
 
 fn create(
-    tx: &mut postgres::Transaction,
+    tx: &mut impl db::Sql,
     provider: Provider,
     identity: &Identity,
     email: &Email,
@@ -98,7 +98,7 @@ fn create(
 }
 
 fn link(
-    tx: &mut postgres::Transaction,
+    tx: &mut impl db::Sql,
     provider: Provider,
     identity: &Identity,
     user_id: i64,

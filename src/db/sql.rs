@@ -1,0 +1,181 @@
+//! Statements, prepared once per pooled connection and kept.
+//!
+//! The `postgres` crate prepares a statement afresh for every `query` given as text: a round
+//! trip to parse and describe it, and PostgreSQL plans it again each time. For our short,
+//! indexed statements that planning was most of the database's work: the three statements of
+//! `GET /auth/session` took 550 µs of PostgreSQL CPU prepared each time and 153 µs prepared once
+//! (measured on the benchmark machine; BENCHMARKS.md). So every pooled connection keeps the
+//! statements it has prepared, by their text, for its life.
+//!
+//! `Sql` is what the table modules ask of a connection. It is implemented by the pooled
+//! connection (`Db`) and its transactions (`Tx`), which use the kept statements, and by the
+//! crate's own `Client` and `Transaction` (the dedicated connections of the listener, the mail
+//! sender and the commands), which prepare as before.
+
+use std::collections::HashMap;
+
+use postgres::types::ToSql;
+use postgres::{Client, Error, NoTls, Row, Statement, Transaction};
+use r2d2_postgres::PostgresConnectionManager;
+
+/// Statements kept per connection at most (we have about a hundred).
+const MAX_KEPT: usize = 512;
+
+type Params<'a> = &'a [&'a (dyn ToSql + Sync)];
+
+/// The statements a table module runs, on whatever connection it is given.
+pub trait Sql {
+    fn query(&mut self, sql: &str, params: Params) -> Result<Vec<Row>, Error>;
+    fn query_opt(&mut self, sql: &str, params: Params) -> Result<Option<Row>, Error>;
+    fn query_one(&mut self, sql: &str, params: Params) -> Result<Row, Error>;
+    fn execute(&mut self, sql: &str, params: Params) -> Result<u64, Error>;
+}
+
+/// Statements prepared on one connection, by their text.
+#[derive(Default)]
+struct Kept(HashMap<String, Statement>);
+
+impl Kept {
+    fn get(
+        &mut self,
+        client: &mut impl postgres::GenericClient,
+        sql: &str,
+    ) -> Result<Statement, Error> {
+        if let Some(statement) = self.0.get(sql) {
+            return Ok(statement.clone());
+        }
+        let statement = client.prepare(sql)?;
+        // Our statements are a fixed set; a bound keeps a mistake (text built from values) from
+        // growing the map without end.
+        if self.0.len() < MAX_KEPT {
+            self.0.insert(sql.to_string(), statement.clone());
+        }
+        Ok(statement)
+    }
+
+    /// A kept statement that failed may be stale (the schema changed under it): prepare it
+    /// again next time.
+    fn failed<T>(&mut self, sql: &str, result: Result<T, Error>) -> Result<T, Error> {
+        if result.is_err() {
+            self.0.remove(sql);
+        }
+        result
+    }
+}
+
+/// A pooled connection and the statements prepared on it.
+pub struct Db {
+    client: Client,
+    kept: Kept,
+}
+
+/// A transaction of a pooled connection; it uses (and adds to) the connection's statements.
+pub struct Tx<'a> {
+    tx: Transaction<'a>,
+    kept: &'a mut Kept,
+}
+
+impl Db {
+    pub fn transaction(&mut self) -> Result<Tx<'_>, Error> {
+        Ok(Tx {
+            tx: self.client.transaction()?,
+            kept: &mut self.kept,
+        })
+    }
+
+    /// Queries as text, without parameters or kept statements (health checks).
+    pub fn simple_query(&mut self, sql: &str) -> Result<Vec<postgres::SimpleQueryMessage>, Error> {
+        self.client.simple_query(sql)
+    }
+}
+
+impl Tx<'_> {
+    pub fn commit(self) -> Result<(), Error> {
+        self.tx.commit()
+    }
+}
+
+/// Runs `$call` with the kept statement for `$sql` on `$client`, forgetting it if it fails.
+macro_rules! kept {
+    ($kept:expr, $client:expr, $sql:expr, $call:ident, $params:expr) => {{
+        let statement = $kept.get(&mut $client, $sql)?;
+        let result = $client.$call(&statement, $params);
+        $kept.failed($sql, result)
+    }};
+}
+
+impl Sql for Db {
+    fn query(&mut self, sql: &str, params: Params) -> Result<Vec<Row>, Error> {
+        kept!(self.kept, self.client, sql, query, params)
+    }
+    fn query_opt(&mut self, sql: &str, params: Params) -> Result<Option<Row>, Error> {
+        kept!(self.kept, self.client, sql, query_opt, params)
+    }
+    fn query_one(&mut self, sql: &str, params: Params) -> Result<Row, Error> {
+        kept!(self.kept, self.client, sql, query_one, params)
+    }
+    fn execute(&mut self, sql: &str, params: Params) -> Result<u64, Error> {
+        kept!(self.kept, self.client, sql, execute, params)
+    }
+}
+
+impl Sql for Tx<'_> {
+    fn query(&mut self, sql: &str, params: Params) -> Result<Vec<Row>, Error> {
+        kept!(self.kept, self.tx, sql, query, params)
+    }
+    fn query_opt(&mut self, sql: &str, params: Params) -> Result<Option<Row>, Error> {
+        kept!(self.kept, self.tx, sql, query_opt, params)
+    }
+    fn query_one(&mut self, sql: &str, params: Params) -> Result<Row, Error> {
+        kept!(self.kept, self.tx, sql, query_one, params)
+    }
+    fn execute(&mut self, sql: &str, params: Params) -> Result<u64, Error> {
+        kept!(self.kept, self.tx, sql, execute, params)
+    }
+}
+
+/// The crate's own connections and transactions prepare every time (as before).
+macro_rules! prepared_each_time {
+    ($t:ty) => {
+        impl Sql for $t {
+            fn query(&mut self, sql: &str, params: Params) -> Result<Vec<Row>, Error> {
+                postgres::GenericClient::query(self, sql, params)
+            }
+            fn query_opt(&mut self, sql: &str, params: Params) -> Result<Option<Row>, Error> {
+                postgres::GenericClient::query_opt(self, sql, params)
+            }
+            fn query_one(&mut self, sql: &str, params: Params) -> Result<Row, Error> {
+                postgres::GenericClient::query_one(self, sql, params)
+            }
+            fn execute(&mut self, sql: &str, params: Params) -> Result<u64, Error> {
+                postgres::GenericClient::execute(self, sql, params)
+            }
+        }
+    };
+}
+
+prepared_each_time!(Client);
+prepared_each_time!(Transaction<'_>);
+
+/// The pool's connection manager: r2d2_postgres's, with the kept statements beside each client.
+pub struct Manager(pub PostgresConnectionManager<NoTls>);
+
+impl r2d2::ManageConnection for Manager {
+    type Connection = Db;
+    type Error = Error;
+
+    fn connect(&self) -> Result<Db, Error> {
+        Ok(Db {
+            client: self.0.connect()?,
+            kept: Kept::default(),
+        })
+    }
+
+    fn is_valid(&self, db: &mut Db) -> Result<(), Error> {
+        self.0.is_valid(&mut db.client)
+    }
+
+    fn has_broken(&self, db: &mut Db) -> bool {
+        self.0.has_broken(&mut db.client)
+    }
+}
