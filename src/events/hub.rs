@@ -380,10 +380,6 @@ impl Hub {
         subs.iter().for_each(|s| s.signals.flag_resync());
         subs.len()
     }
-
-    pub fn open_streams(&self) -> usize {
-        self.lock().subs.len()
-    }
 }
 
 #[cfg(test)]
