@@ -350,3 +350,92 @@ fn an_address_over_its_budget_is_refused_while_every_worker_is_busy() {
         (429, "rate_limited".to_string())
     );
 }
+
+/// The connection threads of this process that run at nice 19.
+fn lowered_connection_threads() -> usize {
+    std::fs::read_dir("/proc/self/task")
+        .unwrap()
+        .filter_map(|t| {
+            let dir = t.ok()?.path();
+            let comm = std::fs::read_to_string(dir.join("comm")).ok()?;
+            let stat = std::fs::read_to_string(dir.join("stat")).ok()?;
+            let nice: i64 = stat[stat.rfind(')')? + 2..]
+                .split_whitespace()
+                .nth(16)?
+                .parse()
+                .ok()?;
+            (comm.trim() == "conn" && nice == 19).then_some(())
+        })
+        .count()
+}
+
+/// Three sign-ins on one kept-alive connection from `from` (wrong passwords; budget 1): 401,
+/// then 429 from the database look, then 429 from the screen. `forwarded`: sent as the client
+/// address (for a server that trusts the sender as a proxy).
+fn three_refused_sign_ins(
+    addr: std::net::SocketAddr,
+    from: &str,
+    forwarded: Option<&str>,
+) -> TcpConn {
+    let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    let local: std::net::SocketAddr = format!("{from}:0").parse().unwrap();
+    socket.bind(&local.into()).unwrap();
+    socket.connect(&addr.into()).unwrap();
+    let stream: std::net::TcpStream = socket.into();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let mut reader = std::io::BufReader::new(stream.try_clone().unwrap());
+    let mut writer = stream;
+    let csrf = "signincsrftokensignincsrftokensignincsrf00";
+    let mut statuses = Vec::new();
+    for _ in 0..3 {
+        let body = format!(r#"{{"email":"{}","password":"wrong"}}"#, unique_email());
+        let xff = forwarded
+            .map(|ip| format!("X-Forwarded-For: {ip}\r\n"))
+            .unwrap_or_default();
+        let head = format!(
+            "POST /auth/login HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n\
+             X-CSRF-Token: {csrf}\r\nCookie: svc_csrf={csrf}\r\n{xff}Content-Length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        std::io::Write::write_all(&mut writer, head.as_bytes()).unwrap();
+        let (status, headers) = read_head(&mut reader);
+        let length: usize = headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case("content-length"))
+            .map_or(0, |(_, v)| v.parse().unwrap());
+        let mut rest = vec![0; length];
+        std::io::Read::read_exact(&mut reader, &mut rest).unwrap();
+        statuses.push(status);
+    }
+    assert_eq!(statuses, [401, 429, 429]);
+    TcpConn(writer)
+}
+
+/// Held open until the end of a test.
+struct TcpConn(#[allow(dead_code)] std::net::TcpStream);
+
+/// A connection whose sign-ins are refused from memory drops to the lowest CPU priority, so that
+/// a flood that is already refused gets only the CPU that hashes and other clients leave; a
+/// trusted proxy's connection (which carries other clients) never does.
+#[test]
+fn a_refused_connection_runs_at_the_lowest_priority_unless_it_is_a_proxy() {
+    let budget = ("CONSOLED_LOGIN_FAILURES_PER_CLIENT", "1");
+    let proxied = TestServer::with(&[budget]);
+    let before = lowered_connection_threads();
+    let _proxy = three_refused_sign_ins(proxied.addr, "127.0.0.1", Some(&unique_ip()));
+    assert_eq!(lowered_connection_threads(), before, "a proxy's connection");
+
+    let direct = TestServer::with(&[budget, ("CONSOLED_TRUSTED_PROXIES", "")]);
+    let from = format!("127.0.0.{}", 100 + std::process::id() % 100);
+    // This address's failures of an earlier run (the window is 15 minutes) are forgotten.
+    let earlier = Bucket::LoginClient(ClientAddr::of(Some(from.parse().unwrap())));
+    db().execute(
+        "DELETE FROM rate_events WHERE bucket = $1",
+        &[&earlier.key()],
+    )
+    .unwrap();
+    let _direct = three_refused_sign_ins(direct.addr, &from, None);
+    assert_eq!(lowered_connection_threads(), before + 1);
+}
