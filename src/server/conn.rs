@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{bounded, Sender};
 
 use super::guard::{Conn, InFlight, Phase};
-use super::{head, sock, stream, Shared};
+use super::{head, sched, sock, stream, Shared};
 use crate::error::{ApiError, Code};
 use crate::http::{Request, Response, MAX_BODY};
 use crate::router;
@@ -95,7 +95,7 @@ pub fn serve(
         if let Some((route, e)) = req.as_ref().ok().and_then(|req| router::screen(app, req)) {
             let done = conn.begin();
             if !lowered && !from_proxy(&rq, app) {
-                lowered = sock::lowest_priority().is_ok();
+                lowered = sched::lowest_priority().is_ok();
             }
             super::worker::log_error(route, &e);
             super::worker::answer(shared, rq, route, Response::from_error(&e), started);

@@ -38,6 +38,8 @@ mod guard;
 mod head;
 mod linger;
 #[allow(unsafe_code)]
+mod sched;
+#[allow(unsafe_code)]
 mod sock;
 mod stream;
 mod wire;

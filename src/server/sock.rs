@@ -315,29 +315,11 @@ pub fn set_user_timeout(fd: RawFd, d: Duration) -> io::Result<()> {
     set_int(fd, libc::IPPROTO_TCP, libc::TCP_USER_TIMEOUT, ms)
 }
 
-/// Marks the calling thread as a batch thread (`SCHED_BATCH`): when it is woken, it does not
-/// preempt the thread that woke it.
-pub fn batch_scheduling() -> io::Result<()> {
-    let param = libc::sched_param { sched_priority: 0 };
-    // SAFETY: a valid sched_param for pid 0 (the calling thread).
-    check(unsafe { libc::sched_setscheduler(0, libc::SCHED_BATCH, &param) })?;
-    Ok(())
-}
-
 /// A new descriptor of the same socket (close-on-exec).
 pub fn duplicate(fd: RawFd) -> io::Result<std::net::TcpStream> {
     // SAFETY: `fd` is an open socket for the duration of this call (the caller holds it).
     let borrowed = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
     Ok(borrowed.try_clone_to_owned()?.into())
-}
-
-/// Gives the calling thread the lowest priority (nice 19): under contention it gets only the
-/// CPU no other thread wants. An unprivileged thread cannot raise it again.
-pub fn lowest_priority() -> io::Result<()> {
-    // SAFETY: gettid takes no arguments; setpriority with a thread id only reads its arguments.
-    let tid = unsafe { libc::syscall(libc::SYS_gettid) } as libc::id_t;
-    check(unsafe { libc::setpriority(libc::PRIO_PROCESS, tid, 19) })?;
-    Ok(())
 }
 
 /// Caps the kernel's send buffer of a socket (it then stops growing it on its own).

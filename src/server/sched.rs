@@ -1,0 +1,30 @@
+//! How the server's own threads are scheduled: the two calls to the kernel's scheduler, beside
+//! `sock.rs` the only unsafe code of the crate.
+
+use std::io;
+
+fn check(ret: libc::c_int) -> io::Result<()> {
+    if ret < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
+/// Marks the calling thread as a batch thread (`SCHED_BATCH`): when it is woken, it does not
+/// preempt the thread that woke it.
+pub fn batch_scheduling() -> io::Result<()> {
+    let param = libc::sched_param { sched_priority: 0 };
+    // SAFETY: a valid sched_param for pid 0 (the calling thread).
+    check(unsafe { libc::sched_setscheduler(0, libc::SCHED_BATCH, &param) })?;
+    Ok(())
+}
+
+/// Gives the calling thread the lowest priority (nice 19): under contention it gets only the
+/// CPU no other thread wants. An unprivileged thread cannot raise it again.
+pub fn lowest_priority() -> io::Result<()> {
+    // SAFETY: gettid takes no arguments; setpriority with a thread id only reads its arguments.
+    let tid = unsafe { libc::syscall(libc::SYS_gettid) } as libc::id_t;
+    check(unsafe { libc::setpriority(libc::PRIO_PROCESS, tid, 19) })?;
+    Ok(())
+}
