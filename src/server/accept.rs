@@ -1,8 +1,8 @@
 //! The accept loop: takes each connection through tiny_http, finds its socket for the guard,
 //! and gives it a thread — unless this process is at its capacity (503) or the client's address
 //! holds its share of connections (429). Either refusal is a complete JSON response written
-//! without a thread and closed gently (`linger`), and each kind is logged once per episode, not
-//! once per connection.
+//! without a thread and followed by a clean end (the 503's socket lingers, `linger`; tiny_http
+//! shuts the 429's), and each kind is logged once per episode, not once per connection.
 
 use std::io;
 use std::net::{IpAddr, TcpListener};
@@ -101,7 +101,7 @@ pub fn run(
         }
         full.clear();
         full_since = None;
-        accept_one(listener, &tiny, mark, guard, &queue, shared, &mut lingering);
+        accept_one(listener, &tiny, mark, guard, &queue, shared);
     }
     log::debug!("accept loop stopped");
 }
@@ -149,7 +149,6 @@ fn accept_one(
     guard: &Arc<Guard>,
     queue: &Sender<Incoming>,
     shared: &Arc<Shared>,
-    lingering: &mut Lingering,
 ) {
     let metrics = &shared.app.metrics;
     // Where tiny_http's accept will most likely put the new socket.
@@ -176,10 +175,9 @@ fn accept_one(
             shared.conn_shares.limit()
         ));
         let _ = sock::send_now(fd, &wire::error(&e));
-        // tiny_http's two descriptors close when `client` goes; a third keeps the socket.
-        if let Ok(socket) = sock::duplicate(fd) {
-            lingering.add(socket, &shared.fds);
-        }
+        // No lingering needed: when `client` goes, tiny_http shuts both directions before it
+        // closes, so the client gets its FIN right after the answer, and a reset for its unread
+        // request can only come after that end (a read then still sees a clean end).
         metrics
             .connections_over_share
             .fetch_add(1, Ordering::Relaxed);

@@ -1,10 +1,9 @@
-//! Refused connections, closed gently. A refusal is written at once, then our side is shut
-//! (the client reads the answer and then the end), and what the client still sends is read and
-//! dropped until it closes or `LINGER` passes. Closing with the client's request unread would
-//! send a reset instead, which can destroy the answer before the client has read it (the
+//! Connections refused at capacity, closed gently. A refusal is written at once, then our side
+//! is shut (the client reads the answer and then the end), and what the client still sends is
+//! read and dropped until it closes or `LINGER` passes. Closing with the client's request unread
+//! would send a reset instead, which can destroy the answer before the client has read it (the
 //! "lingering close" of RFC 9112, section 9.6). No thread: the accept loop looks at these sockets
 //! between accepts.
-
 use std::collections::VecDeque;
 use std::io::{self, Read};
 use std::net::{Shutdown, TcpStream};

@@ -315,13 +315,6 @@ pub fn set_user_timeout(fd: RawFd, d: Duration) -> io::Result<()> {
     set_int(fd, libc::IPPROTO_TCP, libc::TCP_USER_TIMEOUT, ms)
 }
 
-/// A new descriptor of the same socket (close-on-exec).
-pub fn duplicate(fd: RawFd) -> io::Result<std::net::TcpStream> {
-    // SAFETY: `fd` is an open socket for the duration of this call (the caller holds it).
-    let borrowed = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
-    Ok(borrowed.try_clone_to_owned()?.into())
-}
-
 /// Caps the kernel's send buffer of a socket (it then stops growing it on its own).
 pub fn set_send_buffer(fd: RawFd, bytes: usize) -> io::Result<()> {
     set_int(
