@@ -128,7 +128,8 @@ fn three_refused_sign_ins(
             .unwrap_or_default();
         let head = format!(
             "POST /auth/login HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n\
-             X-CSRF-Token: {csrf}\r\nCookie: svc_csrf={csrf}\r\n{xff}Content-Length: {}\r\n\r\n{body}",
+             X-CSRF-Token: {csrf}\r\nCookie: svc_csrf={csrf}\r\n{xff}\
+             Content-Length: {}\r\n\r\n{body}",
             body.len()
         );
         std::io::Write::write_all(&mut writer, head.as_bytes()).unwrap();

@@ -4,6 +4,7 @@
 //! would send a reset instead, which can destroy the answer before the client has read it (the
 //! "lingering close" of RFC 9112, section 9.6). No thread: the accept loop looks at these sockets
 //! between accepts.
+
 use std::collections::VecDeque;
 use std::io::{self, Read};
 use std::net::{Shutdown, TcpStream};
