@@ -74,6 +74,7 @@ pub fn get(app: &App, req: &Request) -> ApiResult<Reply> {
     let timing = Timing {
         ping: app.config.ping_interval,
         stall: app.config.stream_stall,
+        direct: app.config.stream_direct,
     };
     let plan = StreamPlan::new(sub, lease, share, timing, app.metrics.clone());
     Ok(Reply::Stream(plan))

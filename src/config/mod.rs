@@ -83,6 +83,9 @@ pub struct Config {
     /// A stream whose bytes could not be sent for this long is ended (a client that stopped
     /// reading or vanished).
     pub stream_stall: Duration,
+    /// The hub may write an event itself on a stream whose thread sleeps with nothing to send,
+    /// instead of waking the thread (false: every event through the stream's thread).
+    pub stream_direct: bool,
     /// The share of this instance's connections, and of its streams, one client address may hold.
     pub client_share: f64,
     /// A request body must arrive within this, extended by 1 s per 500 bytes received
@@ -232,6 +235,7 @@ impl Config {
             max_connections: env.optional("CONSOLED_MAX_CONNECTIONS")?,
             max_open_streams: env.optional("CONSOLED_MAX_STREAMS")?,
             stream_stall: env.seconds("CONSOLED_STREAM_STALL_SECONDS", 60.0, 0.05..=3600.0)?,
+            stream_direct: env.bool("CONSOLED_STREAM_DIRECT", true)?,
             client_share: env.parse("CONSOLED_CLIENT_SHARE", 0.25)?,
             body_timeout: env.seconds("CONSOLED_BODY_TIMEOUT_SECONDS", 20.0, 0.05..=3600.0)?,
             read_timeout: env.seconds("CONSOLED_READ_TIMEOUT_SECONDS", 10.0, 0.05..=3600.0)?,

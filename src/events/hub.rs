@@ -48,6 +48,11 @@ impl Sub {
             while self.rx.try_recv().is_ok() {}
             self.signals.flag_resync();
         }
+        // Nothing waits for the stream's thread: the hub may write the event itself, if the
+        // thread sleeps (in order: nothing queued can be overtaken).
+        if !full && self.tx.is_empty() && self.signals.try_direct(event) {
+            return true;
+        }
         if self.tx.send(event.clone()).is_ok() {
             self.signals.wake();
         }

@@ -29,7 +29,7 @@ use crate::shares::Ticket;
 pub use hub::{Hub, Scope, Subscription};
 pub use leases::Lease;
 pub use signal::{End, Signals};
-pub use stream::{Outlet, Timing};
+pub use stream::{Direct, Outlet, Timing};
 
 /// The handles the listener and the lease keeper need, and no more.
 #[derive(Clone)]
@@ -109,6 +109,12 @@ impl StreamPlan {
     /// How long the stream may be unable to send before it ends.
     pub fn stall(&self) -> Duration {
         self.timing.stall
+    }
+
+    /// Whether the hub may write events itself while the stream's thread sleeps
+    /// (`CONSOLED_STREAM_DIRECT`).
+    pub fn direct(&self) -> bool {
+        self.timing.direct
     }
 
     /// Runs the stream on the calling thread until something ends it; says why.

@@ -3,9 +3,12 @@
 //! through here or is found by the stream itself, so the stream's own loop is the one owner of
 //! "end this stream".
 
-use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
-use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::thread::{self, Thread};
+use std::time::{Duration, Instant};
+
+use super::stream::Direct;
 
 /// Why a stream ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -47,6 +50,12 @@ impl End {
     }
 }
 
+/// Who may write on a stream's connection (`Signals::writer`).
+const THREAD: u8 = 0;
+/// The thread sleeps with nothing to send: the hub may write one event itself.
+const IDLE: u8 = 1;
+const HUB: u8 = 2;
+
 /// The signals of one stream. Every setter wakes the stream's thread (once it runs).
 #[derive(Default)]
 pub struct Signals {
@@ -54,6 +63,19 @@ pub struct Signals {
     dropped: AtomicBool,
     poked: AtomicBool,
     thread: OnceLock<Thread>,
+    /// THREAD, IDLE or HUB: the one writer of the connection now.
+    writer: AtomicU8,
+    /// How the hub writes on the connection while the thread is idle (HTTP layer's).
+    direct: OnceLock<Arc<dyn Direct>>,
+    /// When the hub last wrote an event itself (`since_base` nanoseconds; 0: never).
+    direct_at: AtomicU64,
+}
+
+/// A process-wide origin for `direct_at`.
+fn since_base(t: Instant) -> u64 {
+    static BASE: OnceLock<Instant> = OnceLock::new();
+    let base = *BASE.get_or_init(|| Instant::now() - Duration::from_secs(1));
+    t.saturating_duration_since(base).as_nanos() as u64
 }
 
 impl Signals {
@@ -87,6 +109,72 @@ impl Signals {
     /// Called by the thread that runs the stream, before it first looks at anything.
     pub(super) fn attach(&self) {
         let _ = self.thread.set(thread::current());
+    }
+
+    /// Lets the hub write events itself while the stream's thread sleeps with nothing to send
+    /// (set by the HTTP layer before the stream runs; without it every event goes through the
+    /// thread).
+    pub fn allow_direct(&self, direct: Arc<dyn Direct>) {
+        let _ = self.direct.set(direct);
+    }
+
+    /// The hub's fast path for a stream whose queue is empty: if its thread is idle, writes the
+    /// event on the connection without waking it. True when the event was taken care of (sent;
+    /// or partly sent, the rest left to the thread, which is woken).
+    pub(super) fn try_direct(&self, event: &str) -> bool {
+        let Some(direct) = self.direct.get() else {
+            return false;
+        };
+        if self
+            .writer
+            .compare_exchange(IDLE, HUB, Ordering::AcqRel, Ordering::Acquire)
+            .is_err()
+        {
+            return false;
+        }
+        if direct.send(event) {
+            self.direct_at
+                .store(since_base(Instant::now()), Ordering::Release);
+            self.writer.store(IDLE, Ordering::Release);
+        } else {
+            // The rest waits with the outlet: the thread sends it before anything else.
+            self.writer.store(THREAD, Ordering::Release);
+            self.wake();
+        }
+        true
+    }
+
+    /// Called by the stream's thread about to sleep with nothing queued anywhere: the hub may
+    /// write until `take_back`. A no-op when the HTTP layer allowed no direct writes.
+    pub(super) fn idle(&self) {
+        if self.direct.get().is_some() {
+            self.writer.store(IDLE, Ordering::Release);
+        }
+    }
+
+    /// Called by the stream's thread when it wakes: it is the writer again (after a write of the
+    /// hub in progress, which is one non-blocking send). Returns when the hub last wrote itself.
+    pub(super) fn take_back(&self) -> Option<Instant> {
+        let mut spins = 0u32;
+        while let Err(HUB) =
+            self.writer
+                .compare_exchange(IDLE, THREAD, Ordering::AcqRel, Ordering::Acquire)
+        {
+            // The hub's write is one non-blocking send; should the hub lose its CPU meanwhile,
+            // give it back.
+            spins += 1;
+            if spins < 100 {
+                std::hint::spin_loop();
+            } else {
+                thread::yield_now();
+            }
+        }
+        match self.direct_at.load(Ordering::Acquire) {
+            0 => None,
+            at => Instant::now().checked_sub(Duration::from_nanos(
+                since_base(Instant::now()).saturating_sub(at),
+            )),
+        }
     }
 
     pub fn ended(&self) -> Option<End> {

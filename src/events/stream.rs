@@ -28,6 +28,18 @@ pub trait Outlet {
     /// Looks at the client side after a poke: `Some` when the client closed the connection or
     /// sent another request. Never consumes anything.
     fn look(&self) -> Option<End>;
+    /// Takes what a direct write of the hub left unsent (`Direct`) in front of the queue;
+    /// true if there was any.
+    fn reclaim(&mut self) -> bool;
+}
+
+/// The hub's way to write on a stream's connection while the stream's thread sleeps with
+/// nothing to send (`Signals::try_direct` decides when): the thread is then not woken for the
+/// event at all, which was most of a delivery's cost (see docs/events.md).
+pub trait Direct: Send + Sync {
+    /// Frames `text` and sends it without blocking; what the socket does not take is kept for
+    /// the outlet (`Outlet::reclaim`). True when all of it was sent.
+    fn send(&self, text: &str) -> bool;
 }
 
 /// The clock of a stream.
@@ -37,6 +49,8 @@ pub struct Timing {
     pub ping: Duration,
     /// A stream whose queued bytes could not be sent for this long is ended.
     pub stall: Duration,
+    /// The hub may write an event itself while the stream's thread sleeps with nothing to send.
+    pub direct: bool,
 }
 
 /// At most this much is queued in the outlet before it is sent (the rest stays in the channel,
@@ -85,7 +99,21 @@ pub(super) fn run(sub: &Subscription, timing: Timing, out: &mut dyn Outlet) -> E
             last_event + timing.ping
         };
         if let Some(wait) = until.checked_duration_since(Instant::now()) {
+            // With nothing queued anywhere, the hub may write the next events itself.
+            let idle = out.backlog() == 0 && sub.rx.is_empty();
+            if idle {
+                sub.signals.idle();
+            }
             thread::park_timeout(wait);
+            if idle {
+                if let Some(at) = sub.signals.take_back() {
+                    last_event = last_event.max(at);
+                }
+                if out.reclaim() {
+                    // The hub's write made progress up to now.
+                    last_progress = Instant::now();
+                }
+            }
         }
     }
 }
@@ -137,6 +165,9 @@ mod tests {
         fn queue(&mut self, text: &str) {
             self.queued.extend_from_slice(text.as_bytes());
         }
+        fn reclaim(&mut self) -> bool {
+            false
+        }
         fn backlog(&self) -> usize {
             self.queued.len()
         }
@@ -181,6 +212,7 @@ mod tests {
         let timing = Timing {
             ping: Duration::from_millis(20),
             stall: Duration::from_millis(300),
+            direct: false,
         };
         let t = Instant::now();
         assert_eq!(run(&sub, timing, &mut out), End::Stalled);
@@ -202,6 +234,7 @@ mod tests {
             let timing = Timing {
                 ping: Duration::from_secs(60),
                 stall: Duration::from_secs(60),
+                direct: false,
             };
             (run(&sub, timing, &mut out), out.sent)
         });
@@ -217,6 +250,118 @@ mod tests {
         assert!(
             text.starts_with(READY) && text.ends_with(&change(1).event()),
             "{text}"
+        );
+    }
+
+    /// The hub's side of a connection: takes `room` bytes per write, keeps the rest.
+    #[derive(Default)]
+    struct FakeDirect {
+        sent: std::sync::Mutex<Vec<u8>>,
+        rest: std::sync::Mutex<Vec<u8>>,
+        room: std::sync::atomic::AtomicUsize,
+    }
+
+    impl Direct for FakeDirect {
+        fn send(&self, text: &str) -> bool {
+            let room = self.room.load(std::sync::atomic::Ordering::SeqCst);
+            let n = text.len().min(room);
+            self.sent
+                .lock()
+                .unwrap()
+                .extend_from_slice(&text.as_bytes()[..n]);
+            self.rest
+                .lock()
+                .unwrap()
+                .extend_from_slice(&text.as_bytes()[n..]);
+            n == text.len()
+        }
+    }
+
+    /// The thread's outlet on the same connection: what the hub left goes first.
+    struct Joint {
+        fake: Fake,
+        direct: Arc<FakeDirect>,
+    }
+
+    impl Outlet for Joint {
+        fn queue(&mut self, text: &str) {
+            self.fake.queue(text)
+        }
+        fn reclaim(&mut self) -> bool {
+            let rest = std::mem::take(&mut *self.direct.rest.lock().unwrap());
+            let any = !rest.is_empty();
+            let mut queued = rest;
+            queued.append(&mut self.fake.queued);
+            self.fake.queued = queued;
+            any
+        }
+        fn backlog(&self) -> usize {
+            self.fake.backlog()
+        }
+        fn send(&mut self) -> io::Result<usize> {
+            self.fake.send()
+        }
+        fn look(&self) -> Option<End> {
+            None
+        }
+    }
+
+    /// A change to a stream whose thread sleeps with nothing to send is written by the hub
+    /// itself; when the connection takes only part of it, the rest and every later change go
+    /// through the thread, in order.
+    #[test]
+    fn the_hub_writes_for_an_idle_stream_and_hands_back_what_it_could_not_send() {
+        let hub = Arc::new(Hub::new());
+        let sub = token_sub(&hub);
+        let signals = sub.signals.clone();
+        let direct = Arc::new(FakeDirect {
+            room: usize::MAX.into(),
+            ..FakeDirect::default()
+        });
+        signals.allow_direct(direct.clone());
+        let joint = Joint {
+            fake: Fake {
+                queued: Vec::new(),
+                sent: Vec::new(),
+                room: usize::MAX,
+            },
+            direct: direct.clone(),
+        };
+        let runner = std::thread::spawn(move || {
+            let mut out = joint;
+            let timing = Timing {
+                ping: Duration::from_secs(60),
+                stall: Duration::from_secs(60),
+                direct: true,
+            };
+            (run(&sub, timing, &mut out), out.fake.sent)
+        });
+        std::thread::sleep(Duration::from_millis(100));
+        hub.route(&change(1));
+        assert_eq!(
+            direct.sent.lock().unwrap().as_slice(),
+            change(1).event().as_bytes(),
+            "written by the hub"
+        );
+        // The connection takes 5 bytes of the next change: the thread sends the rest, then the
+        // change after it (which went through its queue).
+        direct.room.store(5, std::sync::atomic::Ordering::SeqCst);
+        hub.route(&change(2));
+        hub.route(&change(3));
+        std::thread::sleep(Duration::from_millis(100));
+        signals.end(End::Revoked);
+        let (why, sent) = runner.join().unwrap();
+        assert_eq!(why, End::Revoked);
+        let two = change(2).event();
+        let by_hub = direct.sent.lock().unwrap().clone();
+        assert_eq!(
+            by_hub,
+            [change(1).event().as_bytes(), &two.as_bytes()[..5]].concat()
+        );
+        let by_thread = String::from_utf8(sent).unwrap();
+        assert_eq!(
+            by_thread,
+            format!("{READY}{}{}", &two[5..], change(3).event())
         );
     }
 }

@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use super::sched;
 use super::sock::{self, Epoll, Peer};
-use crate::events::{End, Outlet, Signals, StreamPlan};
+use crate::events::{Direct, End, Outlet, Signals, StreamPlan};
 use crate::metrics::Metrics;
 
 /// Send buffer of a stream socket: enough for bursts of events, small enough that a client that
@@ -58,11 +58,20 @@ pub fn run(start: Start, fd: RawFd, watcher: &Watcher, stopping: &AtomicBool, me
     if stopping.load(Ordering::SeqCst) {
         signals.end(End::Shutdown);
     }
+    let direct = Arc::new(SocketDirect {
+        fd,
+        chunked,
+        rest: Mutex::new(Vec::new()),
+    });
+    if plan.direct() {
+        signals.allow_direct(direct.clone());
+    }
     let mut out = SocketOutlet {
         fd,
         chunked,
         buf: Vec::with_capacity(256),
         at: 0,
+        direct,
     };
     let why = plan.run(&mut out);
     if let Some(key) = key {
@@ -89,17 +98,60 @@ struct SocketOutlet {
     buf: Vec<u8>,
     /// Bytes of `buf` already sent.
     at: usize,
+    /// The hub's writer on the same socket, and what it left unsent.
+    direct: Arc<SocketDirect>,
+}
+
+/// Frames one event of the body: a chunk (HTTP/1.1) or the bare event (HTTP/1.0).
+fn frame(buf: &mut Vec<u8>, chunked: bool, text: &str) {
+    if chunked {
+        let _ = write!(buf, "{:x}\r\n", text.len());
+        buf.extend_from_slice(text.as_bytes());
+        buf.extend_from_slice(b"\r\n");
+    } else {
+        buf.extend_from_slice(text.as_bytes());
+    }
+}
+
+/// The hub's direct writes on a stream's socket (`events::Direct`), made only while the
+/// stream's thread sleeps with nothing to send; what the socket does not take waits in `rest`
+/// for the thread, which sends it first.
+struct SocketDirect {
+    fd: RawFd,
+    chunked: bool,
+    rest: Mutex<Vec<u8>>,
+}
+
+impl Direct for SocketDirect {
+    fn send(&self, text: &str) -> bool {
+        let mut framed = Vec::with_capacity(text.len() + 16);
+        frame(&mut framed, self.chunked, text);
+        // An error (the client is gone) sends nothing; the thread's own send then finds out.
+        let sent = sock::send_some(self.fd, &framed).unwrap_or(0);
+        if sent == framed.len() {
+            return true;
+        }
+        self.rest
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .extend_from_slice(&framed[sent..]);
+        false
+    }
 }
 
 impl Outlet for SocketOutlet {
     fn queue(&mut self, text: &str) {
-        if self.chunked {
-            let _ = write!(self.buf, "{:x}\r\n", text.len());
-            self.buf.extend_from_slice(text.as_bytes());
-            self.buf.extend_from_slice(b"\r\n");
-        } else {
-            self.buf.extend_from_slice(text.as_bytes());
+        frame(&mut self.buf, self.chunked, text);
+    }
+
+    fn reclaim(&mut self) -> bool {
+        let mut rest = self.direct.rest.lock().unwrap_or_else(|e| e.into_inner());
+        if rest.is_empty() {
+            return false;
         }
+        // Nothing of the thread's can be queued here yet: it went idle with an empty outlet.
+        self.buf.splice(self.at..self.at, rest.drain(..));
+        true
     }
 
     fn backlog(&self) -> usize {
