@@ -127,6 +127,10 @@ fn a_client_that_stops_reading_is_ended_after_the_stall_time() {
     );
 }
 
+/// Guards a defect the structure removed (streams were kept in a map by peer address, and a
+/// request from a reused address and port was held behind the dead stream). It does not fail on
+/// the old code here: that code also ended the dead stream at once, so on loopback the held
+/// request was still answered in time.
 #[test]
 fn a_reused_client_port_is_not_held_behind_a_dead_stream() {
     let server = TestServer::with(&[("CONSOLED_PING_SECONDS", "600")]);
@@ -358,7 +362,9 @@ fn chunks(mut body: &[u8]) -> Result<Vec<String>, String> {
 #[test]
 fn a_client_that_pauses_reading_gets_intact_framing_afterwards() {
     // The write time-out of client sockets is 10 s: a pause longer than that used to fail a
-    // write half-way, and the buffered bytes were sent again after it.
+    // write half-way, and the buffered bytes were sent again after it. (Guards the structure —
+    // no buffered writer after the head —: on this kernel the old code's failed write ended the
+    // stream instead, so this does not fail on it.)
     let server = TestServer::start();
     let (cookie, project) = account(&server);
     let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
