@@ -29,7 +29,7 @@ use crate::shares::Ticket;
 pub use hub::{Hub, Scope, Subscription};
 pub use leases::Lease;
 pub use signal::{End, Signals};
-pub use stream::{Direct, Outlet, Timing};
+pub use stream::{Direct, Outlet, Sent, Timing};
 
 /// The handles the listener and the lease keeper need, and no more.
 #[derive(Clone)]

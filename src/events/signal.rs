@@ -8,7 +8,7 @@ use std::sync::{Arc, OnceLock};
 use std::thread::{self, Thread};
 use std::time::{Duration, Instant};
 
-use super::stream::Direct;
+use super::stream::{Direct, Sent};
 
 /// Why a stream ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -67,8 +67,18 @@ pub struct Signals {
     writer: AtomicU8,
     /// How the hub writes on the connection while the thread is idle (HTTP layer's).
     direct: OnceLock<Arc<dyn Direct>>,
-    /// When the hub last wrote an event itself (`since_base` nanoseconds; 0: never).
+    /// When the hub last wrote a whole event itself, and last got any byte out
+    /// (`since_base` nanoseconds; 0: never).
     direct_at: AtomicU64,
+    progress_at: AtomicU64,
+}
+
+/// What the hub did while the stream's thread slept (`Signals::take_back`).
+pub(super) struct HubWrites {
+    /// When it last wrote a whole event (the ping clock starts again).
+    pub event: Option<Instant>,
+    /// When it last got any byte out (progress, for the stall clock).
+    pub progress: Option<Instant>,
 }
 
 /// A process-wide origin for `direct_at`.
@@ -132,9 +142,13 @@ impl Signals {
         {
             return false;
         }
-        if direct.send(event) {
-            self.direct_at
-                .store(since_base(Instant::now()), Ordering::Release);
+        let sent = direct.send(event);
+        let now = since_base(Instant::now());
+        if sent != Sent::Nothing {
+            self.progress_at.store(now, Ordering::Release);
+        }
+        if sent == Sent::All {
+            self.direct_at.store(now, Ordering::Release);
             self.writer.store(IDLE, Ordering::Release);
         } else {
             // The rest waits with the outlet: the thread sends it before anything else.
@@ -153,8 +167,8 @@ impl Signals {
     }
 
     /// Called by the stream's thread when it wakes: it is the writer again (after a write of the
-    /// hub in progress, which is one non-blocking send). Returns when the hub last wrote itself.
-    pub(super) fn take_back(&self) -> Option<Instant> {
+    /// hub in progress, which is one non-blocking send). Says what the hub wrote meanwhile.
+    pub(super) fn take_back(&self) -> HubWrites {
         let mut spins = 0u32;
         while let Err(HUB) =
             self.writer
@@ -169,11 +183,14 @@ impl Signals {
                 thread::yield_now();
             }
         }
-        match self.direct_at.load(Ordering::Acquire) {
+        let now = Instant::now();
+        let when = |at: &AtomicU64| match at.load(Ordering::Acquire) {
             0 => None,
-            at => Instant::now().checked_sub(Duration::from_nanos(
-                since_base(Instant::now()).saturating_sub(at),
-            )),
+            at => now.checked_sub(Duration::from_nanos(since_base(now).saturating_sub(at))),
+        };
+        HubWrites {
+            event: when(&self.direct_at),
+            progress: when(&self.progress_at),
         }
     }
 

@@ -38,8 +38,18 @@ pub trait Outlet {
 /// event at all, which was most of a delivery's cost (see docs/events.md).
 pub trait Direct: Send + Sync {
     /// Frames `text` and sends it without blocking; what the socket does not take is kept for
-    /// the outlet (`Outlet::reclaim`). True when all of it was sent.
-    fn send(&self, text: &str) -> bool;
+    /// the outlet (`Outlet::reclaim`).
+    fn send(&self, text: &str) -> Sent;
+}
+
+/// How much of an event a direct write sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sent {
+    All,
+    /// Some bytes (progress), the rest kept.
+    Part,
+    /// Nothing (the socket is full, or gone): all of it kept.
+    Nothing,
 }
 
 /// The clock of a stream.
@@ -106,13 +116,12 @@ pub(super) fn run(sub: &Subscription, timing: Timing, out: &mut dyn Outlet) -> E
             }
             thread::park_timeout(wait);
             if idle {
-                if let Some(at) = sub.signals.take_back() {
-                    last_event = last_event.max(at);
-                }
-                if out.reclaim() {
-                    // The hub's write made progress up to now.
-                    last_progress = Instant::now();
-                }
+                // The hub's writes while we slept: its last whole event restarts the ping clock,
+                // any byte it got out counts as progress for the stall clock.
+                let hub = sub.signals.take_back();
+                last_event = hub.event.map_or(last_event, |t| last_event.max(t));
+                last_progress = hub.progress.map_or(last_progress, |t| last_progress.max(t));
+                out.reclaim();
             }
         }
     }
@@ -262,7 +271,7 @@ mod tests {
     }
 
     impl Direct for FakeDirect {
-        fn send(&self, text: &str) -> bool {
+        fn send(&self, text: &str) -> Sent {
             let room = self.room.load(std::sync::atomic::Ordering::SeqCst);
             let n = text.len().min(room);
             self.sent
@@ -273,7 +282,11 @@ mod tests {
                 .lock()
                 .unwrap()
                 .extend_from_slice(&text.as_bytes()[n..]);
-            n == text.len()
+            match n {
+                0 => Sent::Nothing,
+                n if n == text.len() => Sent::All,
+                _ => Sent::Part,
+            }
         }
     }
 
