@@ -672,15 +672,6 @@ fn legacy_link(user_id: i64, subject: &str) -> String {
     insert_session(&mut db, user_id)
 }
 
-fn links_of(user_id: i64) -> i64 {
-    db().query_one(
-        "SELECT count(*) FROM external_identities WHERE user_id = $1",
-        &[&user_id],
-    )
-    .unwrap()
-    .get(0)
-}
-
 #[test]
 fn proving_the_address_by_mail_removes_links_made_while_it_was_unproven() {
     let s = with_sink(&[]);

@@ -563,15 +563,6 @@ fn migration_removes_links_attached_while_the_address_was_unproven() {
 
 const UNVERIFIED: &str = "http://console.test/login?error=email_unverified";
 
-fn links_of(user_id: i64) -> i64 {
-    db().query_one(
-        "SELECT count(*) FROM external_identities WHERE user_id = $1",
-        &[&user_id],
-    )
-    .unwrap()
-    .get(0)
-}
-
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }

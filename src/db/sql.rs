@@ -104,35 +104,28 @@ macro_rules! kept {
     }};
 }
 
-impl Sql for Db {
-    fn query(&mut self, sql: &str, params: Params) -> Result<Vec<Row>, Error> {
-        kept!(self.kept, self.client, sql, query, params)
-    }
-    fn query_opt(&mut self, sql: &str, params: Params) -> Result<Option<Row>, Error> {
-        kept!(self.kept, self.client, sql, query_opt, params)
-    }
-    fn query_one(&mut self, sql: &str, params: Params) -> Result<Row, Error> {
-        kept!(self.kept, self.client, sql, query_one, params)
-    }
-    fn execute(&mut self, sql: &str, params: Params) -> Result<u64, Error> {
-        kept!(self.kept, self.client, sql, execute, params)
-    }
+/// `Sql` through the kept statements, for a type whose client is the field `$client`.
+macro_rules! sql_with_kept_statements {
+    ($t:ty, $client:ident) => {
+        impl Sql for $t {
+            fn query(&mut self, sql: &str, params: Params) -> Result<Vec<Row>, Error> {
+                kept!(self.kept, self.$client, sql, query, params)
+            }
+            fn query_opt(&mut self, sql: &str, params: Params) -> Result<Option<Row>, Error> {
+                kept!(self.kept, self.$client, sql, query_opt, params)
+            }
+            fn query_one(&mut self, sql: &str, params: Params) -> Result<Row, Error> {
+                kept!(self.kept, self.$client, sql, query_one, params)
+            }
+            fn execute(&mut self, sql: &str, params: Params) -> Result<u64, Error> {
+                kept!(self.kept, self.$client, sql, execute, params)
+            }
+        }
+    };
 }
 
-impl Sql for Tx<'_> {
-    fn query(&mut self, sql: &str, params: Params) -> Result<Vec<Row>, Error> {
-        kept!(self.kept, self.tx, sql, query, params)
-    }
-    fn query_opt(&mut self, sql: &str, params: Params) -> Result<Option<Row>, Error> {
-        kept!(self.kept, self.tx, sql, query_opt, params)
-    }
-    fn query_one(&mut self, sql: &str, params: Params) -> Result<Row, Error> {
-        kept!(self.kept, self.tx, sql, query_one, params)
-    }
-    fn execute(&mut self, sql: &str, params: Params) -> Result<u64, Error> {
-        kept!(self.kept, self.tx, sql, execute, params)
-    }
-}
+sql_with_kept_statements!(Db, client);
+sql_with_kept_statements!(Tx<'_>, tx);
 
 /// The crate's own connections and transactions prepare every time (as before).
 macro_rules! prepared_each_time {

@@ -28,9 +28,8 @@ pub trait Outlet {
     /// Looks at the client side after a poke: `Some` when the client closed the connection or
     /// sent another request. Never consumes anything.
     fn look(&self) -> Option<End>;
-    /// Takes what a direct write of the hub left unsent (`Direct`) in front of the queue;
-    /// true if there was any.
-    fn reclaim(&mut self) -> bool;
+    /// Takes what a direct write of the hub left unsent (`Direct`) in front of the queue.
+    fn reclaim(&mut self);
 }
 
 /// The hub's way to write on a stream's connection while the stream's thread sleeps with
@@ -174,9 +173,7 @@ mod tests {
         fn queue(&mut self, text: &str) {
             self.queued.extend_from_slice(text.as_bytes());
         }
-        fn reclaim(&mut self) -> bool {
-            false
-        }
+        fn reclaim(&mut self) {}
         fn backlog(&self) -> usize {
             self.queued.len()
         }
@@ -300,13 +297,10 @@ mod tests {
         fn queue(&mut self, text: &str) {
             self.fake.queue(text)
         }
-        fn reclaim(&mut self) -> bool {
-            let rest = std::mem::take(&mut *self.direct.rest.lock().unwrap());
-            let any = !rest.is_empty();
-            let mut queued = rest;
+        fn reclaim(&mut self) {
+            let mut queued = std::mem::take(&mut *self.direct.rest.lock().unwrap());
             queued.append(&mut self.fake.queued);
             self.fake.queued = queued;
-            any
         }
         fn backlog(&self) -> usize {
             self.fake.backlog()

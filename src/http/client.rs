@@ -63,11 +63,16 @@ pub struct Source {
 }
 
 impl Source {
+    /// Whether `peer` is a trusted proxy (whose connections carry many clients).
+    pub fn is_proxy(&self, peer: IpAddr) -> bool {
+        self.trusted_proxies.contains(&peer.to_canonical())
+    }
+
     /// The client's address for a request from `peer` with these (lower-case) header lines.
     pub fn resolve(&self, peer: Option<IpAddr>, headers: &[(String, String)]) -> Option<IpAddr> {
         // A dual-stack listener reports IPv4 peers as `::ffff:a.b.c.d`.
         let peer = peer?.to_canonical();
-        if !self.trusted_proxies.contains(&peer) {
+        if !self.is_proxy(peer) {
             return Some(peer);
         }
         let mut lines = headers

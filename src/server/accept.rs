@@ -214,13 +214,7 @@ fn take_share(fd: i32, shared: &Shared) -> Result<Option<Ticket>, ()> {
         Ok(addr) => addr.ip().to_canonical(),
         Err(_) => return Ok(None),
     };
-    if shared
-        .app
-        .config
-        .client_source
-        .trusted_proxies
-        .contains(&ip)
-    {
+    if shared.app.config.client_source.is_proxy(ip) {
         return Ok(None);
     }
     shared.conn_shares.take(ip).map(Some).ok_or(())

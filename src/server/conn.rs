@@ -142,9 +142,8 @@ pub fn serve(
 
 /// Whether the connection comes from a trusted proxy (which carries many clients).
 fn from_proxy(rq: &tiny_http::Request, app: &crate::app::App) -> bool {
-    let proxies = &app.config.client_source.trusted_proxies;
     rq.remote_addr()
-        .is_some_and(|a| proxies.contains(&a.ip().to_canonical()))
+        .is_some_and(|a| app.config.client_source.is_proxy(a.ip()))
 }
 
 /// Answers a request whose body we did not read; the connection closes after it.

@@ -154,14 +154,10 @@ impl Outlet for SocketOutlet {
         frame(&mut self.buf, self.chunked, text);
     }
 
-    fn reclaim(&mut self) -> bool {
+    fn reclaim(&mut self) {
         let mut rest = self.direct.rest.lock().unwrap_or_else(|e| e.into_inner());
-        if rest.is_empty() {
-            return false;
-        }
         // Nothing of the thread's can be queued here yet: it went idle with an empty outlet.
         self.buf.splice(self.at..self.at, rest.drain(..));
-        true
     }
 
     fn backlog(&self) -> usize {

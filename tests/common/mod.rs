@@ -78,6 +78,16 @@ pub fn db() -> postgres::Client {
         .expect("connect to the test database")
 }
 
+/// Provider accounts linked to a user.
+pub fn links_of(user_id: i64) -> i64 {
+    db().query_one(
+        "SELECT count(*) FROM external_identities WHERE user_id = $1",
+        &[&user_id],
+    )
+    .unwrap()
+    .get(0)
+}
+
 /// A full session of `user_id` written straight into the database (for states the service itself
 /// no longer creates); returns its token.
 pub fn insert_session(c: &mut impl postgres::GenericClient, user_id: i64) -> String {
