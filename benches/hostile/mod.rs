@@ -11,10 +11,12 @@ use std::time::{Duration, Instant};
 
 use super::{Conn, CSRF, PASSWORD};
 
-/// Keep-alive connections of the flood; each sends its next request as soon as it has the
-/// answer to the last or at its share of the target rate, whichever is later (no pause for a
-/// 429: the flood ignores Retry-After).
-const FLOOD_CONNECTIONS: usize = 32;
+mod flood;
+
+/// Keep-alive connections of the flood, all driven by one thread (`flood`); each sends its next
+/// request as soon as it has the answer to the last or at its share of the target rate,
+/// whichever is later (no pause for a 429: the flood ignores Retry-After).
+const FLOOD_CONNECTIONS: usize = 64;
 /// The flood's target rate (requests/s, all connections); `BENCH_FLOOD_RPS` overrides it, `0`
 /// sends as fast as the machine allows. Paced so that the figures describe a flood of the size
 /// the goal names, not one that takes every cycle of a small machine from the server.
@@ -39,8 +41,10 @@ pub struct Outcome {
     pub hashes_per_s: f64,
     pub refusals_by_budget: u64,
     pub refusals_by_admission: u64,
-    /// Sign-ins/s of the clients that honour Retry-After (when the phase has them).
+    /// Sign-ins/s of the clients that honour Retry-After, or hashes/s of the bench's own argon2
+    /// threads (when the phase has them).
     pub honest_logins_per_s: f64,
+    pub argon2_only: bool,
     /// The argon2 ceiling next to this phase (set by the caller).
     pub ceiling: f64,
 }
@@ -56,6 +60,9 @@ pub enum Others<'a> {
     Victims(&'a [String]),
     /// `HONEST_CLIENTS` clients of this account from `HONEST_IP`, as fast as they are let.
     Honest(&'a str),
+    /// No sign-ins: the bench's own argon2 threads (as for the ceiling) hash during the flood,
+    /// to show what this machine leaves for hashing while it carries the flood at all.
+    Argon2(usize),
 }
 
 /// Forgets the flood address's failed sign-ins of earlier runs, so each run starts the same.
@@ -82,10 +89,11 @@ pub fn victim_ip(i: usize) -> IpAddr {
 
 pub fn run(addr: SocketAddr, database_url: &str, others: Others, duration: Duration) -> Outcome {
     forget_flooder(database_url);
+    let argon2_only = matches!(others, Others::Argon2(_));
     let flooder: IpAddr = [127, 0, 0, 1].into();
     let before = metrics(addr);
     let stop = Arc::new(AtomicBool::new(false));
-    let counts: Arc<[AtomicU64; 3]> = Arc::new(Default::default());
+    let counts: flood::Counts = Arc::new(Default::default());
     let rps: u64 = std::env::var("BENCH_FLOOD_RPS")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -95,47 +103,22 @@ pub fn run(addr: SocketAddr, database_url: &str, others: Others, duration: Durat
     // BENCH_FLOOD_IDLE=1: the flood's threads run as SCHED_IDLE, a stand-in for an attacker on
     // another machine (they get only CPU nobody else wants here).
     let idle_flood = std::env::var("BENCH_FLOOD_IDLE").is_ok_and(|v| v == "1");
-    let flood: Vec<_> = (0..FLOOD_CONNECTIONS)
-        .map(|t| {
-            let (stop, counts) = (stop.clone(), counts.clone());
-            thread::spawn(move || {
-                if idle_flood {
-                    idle_scheduling();
-                }
-                let mut conn = Conn::open_from(addr, Some(flooder));
-                let mut n = 0u64;
-                let mut next = Instant::now();
-                while !stop.load(Ordering::Relaxed) {
-                    if let Some(interval) = interval {
-                        // Behind schedule by more than a second: do not burst to catch up.
-                        next = (next + interval).max(Instant::now() - Duration::from_secs(1));
-                        if let Some(wait) = next.checked_duration_since(Instant::now()) {
-                            thread::sleep(wait);
-                        }
-                    }
-                    n += 1;
-                    let body = format!(
-                        r#"{{"email":"flood-{t}-{n}-{}@example.com","password":"wrong guess"}}"#,
-                        std::process::id()
-                    );
-                    let (status, _) = conn.post("/auth/login", CSRF, None, &body);
-                    let slot = match status {
-                        401 => 0,
-                        429 => 1,
-                        _ => 2,
-                    };
-                    counts[slot].fetch_add(1, Ordering::Relaxed);
-                }
-            })
+    let flood = {
+        let (stop, counts) = (stop.clone(), counts.clone());
+        thread::spawn(move || {
+            if idle_flood {
+                idle_scheduling();
+            }
+            flood::run(addr, flooder, FLOOD_CONNECTIONS, interval, &stop, &counts);
         })
-        .collect();
+    };
     // The flood first, so that the victims arrive in the middle of it.
     thread::sleep(Duration::from_millis(500));
     let started = Instant::now();
     let start_counts: Vec<u64> = counts.iter().map(|c| c.load(Ordering::Relaxed)).collect();
     let victims: &[String] = match others {
         Others::Victims(v) => v,
-        Others::Honest(_) => &[],
+        Others::Honest(_) | Others::Argon2(_) => &[],
     };
     let honest_ok = Arc::new(AtomicU64::new(0));
     let honest: Vec<_> = match others {
@@ -152,6 +135,17 @@ pub fn run(addr: SocketAddr, database_url: &str, others: Others, duration: Durat
                             429 => thread::sleep(Duration::from_secs(super::retry_after(&headers))),
                             s => panic!("an honest login answered {s}"),
                         }
+                    }
+                })
+            })
+            .collect(),
+        Others::Argon2(threads) => (0..threads)
+            .map(|_| {
+                let (stop, ok) = (stop.clone(), honest_ok.clone());
+                thread::spawn(move || {
+                    while !stop.load(Ordering::Relaxed) {
+                        consoled::hashing::hash_blocking(PASSWORD).expect("a hash");
+                        ok.fetch_add(1, Ordering::Relaxed);
                     }
                 })
             })
@@ -195,7 +189,7 @@ pub fn run(addr: SocketAddr, database_url: &str, others: Others, duration: Durat
         victim_ok += ok;
         samples.extend(s);
     }
-    for t in flood.into_iter().chain(honest) {
+    for t in honest.into_iter().chain([flood]) {
         t.join().unwrap();
     }
     samples.sort();
@@ -220,6 +214,7 @@ pub fn run(addr: SocketAddr, database_url: &str, others: Others, duration: Durat
         refusals_by_budget: metric_delta("consoled_signins_refused_total"),
         refusals_by_admission: metric_delta("consoled_hashes_refused_total"),
         honest_logins_per_s: honest_logins as f64 / seconds,
+        argon2_only,
         ceiling: f64::NAN,
     }
 }
@@ -303,7 +298,17 @@ pub fn print_table(phases: &[(&str, &Outcome)]) {
         "Retry-After clients' sign-ins/s (÷ ceiling)",
         ">= 0.9",
         &|o| {
-            (!victims(o)).then(|| {
+            (!victims(o) && !o.argon2_only).then(|| {
+                let rate = o.honest_logins_per_s;
+                format!("{rate:.1} ({:.2})", rate / o.ceiling)
+            })
+        },
+    );
+    row(
+        "the bench's own argon2 threads' hashes/s during the flood (÷ ceiling)",
+        "",
+        &|o| {
+            o.argon2_only.then(|| {
                 let rate = o.honest_logins_per_s;
                 format!("{rate:.1} ({:.2})", rate / o.ceiling)
             })
