@@ -96,7 +96,9 @@ pub fn complete(app: &App, req: &Request) -> ApiResult<Reply> {
         return wrong_code_on_pending(app, tx, &session);
     }
     sessions::delete(&mut tx, session.id)?;
-    let response = super::start_session(app, &mut tx, 200, session.user_id, false)?;
+    let user = users::find(&mut tx, session.user_id)?
+        .ok_or_else(|| ApiError::internal("session of a deleted user"))?;
+    let response = super::start_session(app, &mut tx, 200, &user, false)?;
     tx.commit()?;
     log::info!("mfa complete user_id={}", session.user_id);
     Ok(response.into())

@@ -86,7 +86,12 @@ pub fn clear_session_cookie(app: &App) -> String {
 pub fn auth_state(c: &mut impl Sql, user_id: i64, mfa_required: bool) -> ApiResult<Value> {
     let user =
         users::find(c, user_id)?.ok_or_else(|| ApiError::internal("session of a deleted user"))?;
-    let organizations: Vec<Value> = orgs::for_user(c, user_id)?
+    auth_state_of(c, &user, mfa_required)
+}
+
+/// Auth state of a user already read in this request.
+fn auth_state_of(c: &mut impl Sql, user: &users::User, mfa_required: bool) -> ApiResult<Value> {
+    let organizations: Vec<Value> = orgs::for_user(c, user.id)?
         .iter()
         .map(|o| o.to_json())
         .collect();
@@ -103,11 +108,11 @@ pub fn start_session(
     app: &App,
     c: &mut impl Sql,
     status: u16,
-    user_id: i64,
+    user: &users::User,
     pending: bool,
 ) -> ApiResult<Response> {
-    let cookie = create_session_cookie(app, c, user_id, pending)?;
-    let body = auth_state(c, user_id, pending)?;
+    let cookie = create_session_cookie(app, c, user.id, pending)?;
+    let body = auth_state_of(c, user, pending)?;
     Ok(Response::json(status, &body).header("Set-Cookie", cookie))
 }
 

@@ -36,7 +36,7 @@ pub fn post(app: &App, req: &Request) -> ApiResult<Reply> {
         .ok_or_else(|| ApiError::new(Code::EmailTaken))?;
     orgs::create_personal(&mut tx, user.id, &name)?;
     outbox::enqueue(&mut tx, "verify_email", user.id, &user.email)?;
-    let response = super::start_session(app, &mut tx, 201, user.id, false)?;
+    let response = super::start_session(app, &mut tx, 201, &user, false)?;
     tx.commit()?;
     log::info!("signup user_id={}", user.id);
     Ok(response.into())
