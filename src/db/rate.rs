@@ -41,6 +41,9 @@ pub fn first_blocked(
     limits: &Limits,
     buckets: &[Bucket],
 ) -> Result<Option<(usize, u64)>, postgres::Error> {
+    if buckets.is_empty() {
+        return Ok(None);
+    }
     let keys: Vec<String> = buckets.iter().map(Bucket::key).collect();
     let windows: Vec<f64> = buckets.iter().map(|b| b.window().as_secs_f64()).collect();
     let caps: Vec<i64> = buckets.iter().map(|b| limits.limit(b.kind())).collect();
