@@ -258,6 +258,18 @@ fn cookie(headers: &[(String, String)], name: &str) -> Option<String> {
 }
 
 /// One keep-alive connection.
+/// A JSON POST with the CSRF cookie and header (and a session cookie when given), whole.
+fn post_request(path: &str, csrf: &str, session: Option<&str>, body: &str) -> String {
+    let session = session
+        .map(|s| format!("; svc_session={s}"))
+        .unwrap_or_default();
+    format!(
+        "POST {path} HTTP/1.1\r\nHost: bench\r\nContent-Type: application/json\r\nX-CSRF-Token: {csrf}\r\n\
+         Cookie: svc_csrf={csrf}{session}\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+}
+
 struct Conn {
     reader: BufReader<TcpStream>,
     writer: TcpStream,
@@ -292,15 +304,8 @@ impl Conn {
         session: Option<&str>,
         body: &str,
     ) -> (u16, Vec<(String, String)>) {
-        let session = session
-            .map(|s| format!("; svc_session={s}"))
-            .unwrap_or_default();
-        let head = format!(
-            "POST {path} HTTP/1.1\r\nHost: bench\r\nContent-Type: application/json\r\nX-CSRF-Token: {csrf}\r\n\
-             Cookie: svc_csrf={csrf}{session}\r\nContent-Length: {}\r\n\r\n{body}",
-            body.len()
-        );
-        self.writer.write_all(head.as_bytes()).unwrap();
+        let request = post_request(path, csrf, session, body);
+        self.writer.write_all(request.as_bytes()).unwrap();
         self.read()
     }
 

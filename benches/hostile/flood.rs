@@ -68,12 +68,8 @@ pub fn run(
                     r#"{{"email":"flood-{i}-{}-{tag}@example.com","password":"wrong guess"}}"#,
                     line.sent
                 );
-                line.out = format!(
-                    "POST /auth/login HTTP/1.1\r\nHost: bench\r\nContent-Type: application/json\r\n\
-                     X-CSRF-Token: {CSRF}\r\nCookie: svc_csrf={CSRF}\r\nContent-Length: {}\r\n\r\n{body}",
-                    body.len()
-                )
-                .into_bytes();
+                line.out =
+                    super::super::post_request("/auth/login", CSRF, None, &body).into_bytes();
                 line.written = 0;
                 line.waiting = true;
                 line.answer.clear();

@@ -47,15 +47,16 @@ pub fn first_blocked(
     let keys: Vec<String> = buckets.iter().map(Bucket::key).collect();
     let windows: Vec<f64> = buckets.iter().map(|b| b.window().as_secs_f64()).collect();
     let caps: Vec<i64> = buckets.iter().map(|b| limits.limit(b.kind())).collect();
-    let rows_sql: Vec<String> = (0..buckets.len())
-        .map(|i| {
-            let p = 3 * i + 1;
-            format!("({i}, ${p}::text, ${}::float8, ${}::int8)", p + 1, p + 2)
-        })
-        .collect();
     type Param<'a> = &'a (dyn postgres::types::ToSql + Sync);
-    let mut params: Vec<Param> = Vec::new();
+    let mut rows_sql = Vec::with_capacity(buckets.len());
+    let mut params: Vec<Param> = Vec::with_capacity(3 * buckets.len());
     for i in 0..buckets.len() {
+        let p = params.len() + 1;
+        rows_sql.push(format!(
+            "({i}, ${p}::text, ${}::float8, ${}::int8)",
+            p + 1,
+            p + 2
+        ));
         params.extend::<[Param; 3]>([&keys[i], &windows[i], &caps[i]]);
     }
     let sql = format!(
