@@ -26,6 +26,8 @@ pub struct App {
     pub stopping: Arc<AtomicBool>,
     /// What this process can hold (connections, streams), derived at start.
     pub capacity: Capacity,
+    /// The `/readyz` check, run on its own thread.
+    pub ready: Arc<crate::ops::Readiness>,
     /// Streams held per client address.
     pub stream_shares: Arc<crate::shares::Shares<crate::http::client::Client>>,
 }

@@ -95,6 +95,7 @@ pub fn serve_on(config: Config, listener: std::net::TcpListener) -> Result<Servi
         signin_blocks: auth::throttle::Blocks::default(),
         metrics: Arc::new(metrics::Metrics::default()),
         hub: Arc::new(events::Hub::new()),
+        ready: Arc::default(),
         pool,
         origins,
         stopping: Arc::new(AtomicBool::new(false)),
@@ -115,6 +116,9 @@ pub fn serve_on(config: Config, listener: std::net::TcpListener) -> Result<Servi
         // Listening before serving: a stream opened right after start-up misses no change.
         events::listener::start(core.clone(), app.config.db_timeout).map_err(spawned)?,
         events::leases::start_keeper(core).map_err(spawned)?,
+        app.ready
+            .start(app.pool.clone(), app.stopping.clone())
+            .map_err(spawned)?,
     ];
     if app.config.mail_sender {
         background.push(mail::start(app.clone(), mailer));

@@ -8,7 +8,7 @@ use consoled::cli::Invocation;
 use consoled::config::Config;
 
 fn main() {
-    consoled::logging::init();
+    consoled::logging::init().unwrap_or_else(|e| fail(&e));
     let args: Vec<String> = std::env::args().skip(1).collect();
     let invocation = consoled::cli::parse(&args).unwrap_or_else(|e| fail(&e));
     if let Invocation::Help(text) = invocation {

@@ -1,5 +1,6 @@
 //! A background thread that deletes expired sessions (ending their streams), old rate-limit
-//! events and dead mail tokens. Every instance runs it; the deletes are idempotent.
+//! events and dead mail tokens. Every instance runs it; the deletes are idempotent. It also writes
+//! the log's summary of refusals (`logging::flood`), at most once per `CONSOLED_LOG_SUMMARY_SECONDS`.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -7,21 +8,30 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use crate::app::App;
-use crate::db::{self, devices, mail_tokens, rate, sessions};
+use crate::db::{self, devices, health, mail_tokens, outbox, rate, sessions};
 
 const PERIOD: Duration = Duration::from_secs(30);
+/// How often the mail queue is counted for `/metrics` (a scrape never waits on the database).
+const QUEUE_PERIOD: Duration = Duration::from_secs(10);
 
 pub fn start(app: Arc<App>) -> thread::JoinHandle<()> {
     thread::Builder::new()
         .name("maintenance".into())
         .spawn(move || {
             let mut next = Instant::now();
+            let mut next_count = Instant::now();
+            let mut refusals = crate::logging::flood::Summary::new(app.config.log_summary);
             while !app.stopping.load(Ordering::SeqCst) {
+                refusals.tick(Instant::now(), app.metrics.refusals());
                 if Instant::now() >= next {
                     if let Err(e) = sweep(&app) {
-                        log::warn!("maintenance: {e}");
+                        db::health::warn(&format!("maintenance: {e}"));
                     }
                     next = Instant::now() + PERIOD;
+                }
+                if Instant::now() >= next_count {
+                    count_mail_queue(&app);
+                    next_count = Instant::now() + QUEUE_PERIOD;
                 }
                 thread::sleep(Duration::from_millis(200));
             }
@@ -30,16 +40,32 @@ pub fn start(app: Arc<App>) -> thread::JoinHandle<()> {
 }
 
 fn sweep(app: &App) -> Result<(), String> {
-    let mut c = db::conn(&app.pool).map_err(|e| format!("{:?}", e.more.log_detail))?;
+    let mut c = db::conn(&app.pool).map_err(|e| e.more.log_detail.unwrap_or(e.more.message))?;
     let expired =
-        sessions::purge_expired(&mut *c, app.config.session_idle).map_err(|e| e.to_string())?;
-    let events = rate::purge_old(&mut *c).map_err(|e| e.to_string())?;
-    let tokens = mail_tokens::purge_dead(&mut *c).map_err(|e| e.to_string())?;
-    let devices = devices::purge_expired(&mut *c).map_err(|e| e.to_string())?;
+        sessions::purge_expired(&mut *c, app.config.session_idle).map_err(|e| health::cause(&e))?;
+    let events = rate::purge_old(&mut *c).map_err(|e| health::cause(&e))?;
+    let tokens = mail_tokens::purge_dead(&mut *c).map_err(|e| health::cause(&e))?;
+    let devices = devices::purge_expired(&mut *c).map_err(|e| health::cause(&e))?;
     if expired + events + tokens + devices > 0 {
         log::debug!(
             "maintenance: removed {expired} expired sessions, {events} old rate events, {tokens} dead mail tokens, {devices} expired device cookies"
         );
     }
     Ok(())
+}
+
+/// Counts the mail queue into the `/metrics` gauges; on failure they keep their last values.
+fn count_mail_queue(app: &App) {
+    let Ok(mut c) = db::conn(&app.pool) else {
+        return;
+    };
+    match outbox::counts(&mut *c) {
+        Ok((due, total)) => {
+            let m = &app.metrics;
+            m.mail_queue_due.store(due.max(0) as u64, Ordering::Relaxed);
+            m.mail_queue_total
+                .store(total.max(0) as u64, Ordering::Relaxed);
+        }
+        Err(e) => health::warn(&format!("counting the mail queue: {}", health::cause(&e))),
+    }
 }

@@ -1,4 +1,7 @@
-//! Process metrics in the Prometheus text format (`GET /metrics`).
+//! Process metrics in the Prometheus text format (`GET /metrics`). Every family is listed in
+//! docs/METRICS.md (a test keeps the two in step).
+
+mod process;
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -45,6 +48,9 @@ pub struct Metrics {
     pub streams_ended: [AtomicU64; 5],
     /// Sign-ins refused by a failed-sign-in limit, before any hash or database write.
     pub signins_refused: AtomicU64,
+    /// Queued mails due now, and all queued mails (counted by the maintenance thread).
+    pub mail_queue_due: AtomicU64,
+    pub mail_queue_total: AtomicU64,
 }
 
 /// Gauges read at scrape time from their owners.
@@ -57,6 +63,9 @@ pub struct Gauges {
     pub pool_connections: u32,
     pub pool_idle: u32,
     pub pool_max: u32,
+    /// Connections and event streams this process holds at most (`capacity`).
+    pub max_connections: usize,
+    pub max_streams: usize,
 }
 
 impl Metrics {
@@ -77,6 +86,27 @@ impl Metrics {
         }
         h.sum += secs;
         h.total += 1;
+    }
+
+    /// The refusals counted so far, by kind, for the log's flood summary
+    /// (`logging::flood`): answered requests refused with 429 or 503 by route and status, and
+    /// connections refused or cut before they became requests.
+    pub fn refusals(&self) -> std::collections::BTreeMap<String, u64> {
+        let mut out = std::collections::BTreeMap::new();
+        for ((route, status), n) in self.requests.lock().unwrap().iter() {
+            if crate::logging::access::is_refusal(*status) {
+                out.insert(format!("{route}_{status}"), *n);
+            }
+        }
+        for (kind, value) in [
+            ("connections_refused", &self.connections_refused),
+            ("connections_over_share", &self.connections_over_share),
+            ("heads_timed_out", &self.heads_timed_out),
+            ("heads_too_large", &self.heads_too_large),
+        ] {
+            out.insert(kind.to_string(), value.load(Ordering::Relaxed));
+        }
+        out
     }
 
     pub fn render(&self, g: &Gauges) -> String {
@@ -268,7 +298,56 @@ impl Metrics {
                 "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {value}"
             );
         }
+        self.render_operations(g, &mut out);
         out
+    }
+
+    /// What an operator watches beside the traffic: the build, the process, the capacities and
+    /// the mail queue.
+    fn render_operations(&self, g: &Gauges, out: &mut String) {
+        let profile = if cfg!(debug_assertions) {
+            "debug"
+        } else {
+            "release"
+        };
+        let _ = writeln!(
+            out,
+            "# HELP consoled_build_info The running build (always 1).\n\
+             # TYPE consoled_build_info gauge\n\
+             consoled_build_info{{version=\"{}\",profile=\"{profile}\"}} 1",
+            env!("CARGO_PKG_VERSION")
+        );
+        if let Some(p) = process::Process::read() {
+            p.render(out);
+        }
+        let gauges = [
+            (
+                "consoled_connections_max",
+                "Client connections this process holds at most.",
+                g.max_connections as u64,
+            ),
+            (
+                "consoled_streams_max",
+                "Event streams this process holds at most.",
+                g.max_streams as u64,
+            ),
+            (
+                "consoled_mail_queue_due",
+                "Queued mails due for delivery now.",
+                self.mail_queue_due.load(Ordering::Relaxed),
+            ),
+            (
+                "consoled_mail_queue",
+                "Queued mails, due or waiting to be retried.",
+                self.mail_queue_total.load(Ordering::Relaxed),
+            ),
+        ];
+        for (name, help, value) in gauges {
+            let _ = writeln!(
+                out,
+                "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {value}"
+            );
+        }
     }
 }
 
@@ -288,6 +367,8 @@ mod tests {
             pool_connections: 3,
             pool_idle: 1,
             pool_max: 16,
+            max_connections: 100,
+            max_streams: 90,
         });
         assert!(text.contains("consoled_requests_total{route=\"login\",status=\"200\"} 1"));
         assert!(text
@@ -295,5 +376,9 @@ mod tests {
         assert!(text.contains("consoled_request_duration_seconds_count{route=\"login\"} 2"));
         assert!(text.contains("consoled_hash_queue_depth 2"));
         assert!(text.contains("consoled_hashes_refused_total 5"));
+        assert!(text.contains("consoled_connections_max 100\n"));
+        assert!(text.contains("consoled_streams_max 90\n"));
+        assert!(text.contains("consoled_build_info{version=\""));
+        assert!(text.contains("\nprocess_resident_memory_bytes "));
     }
 }

@@ -1,7 +1,11 @@
-//! Operator endpoints: `/healthz` (process up), `/readyz` (database reachable), `/metrics`.
+//! Operator endpoints: `/healthz` (process up), `/readyz` (database reachable, answered within a
+//! second: `ready`), `/metrics`.
+
+mod ready;
+
+pub use ready::Readiness;
 
 use crate::app::{App, Reply};
-use crate::db;
 use crate::error::{ApiError, ApiResult};
 use crate::http::{Request, Response};
 use crate::metrics::Gauges;
@@ -11,8 +15,8 @@ pub fn healthz(_app: &App, _req: &Request) -> ApiResult<Reply> {
 }
 
 pub fn readyz(app: &App, _req: &Request) -> ApiResult<Reply> {
-    let mut c = db::conn(&app.pool)?;
-    c.simple_query("SELECT 1")
+    app.ready
+        .check()
         .map_err(|e| ApiError::unavailable(format!("readyz: {e}")))?;
     Ok(Response::text(200, "text/plain; charset=utf-8", "ready\n").into())
 }
@@ -26,6 +30,8 @@ pub fn metrics(app: &App, _req: &Request) -> ApiResult<Reply> {
         pool_connections: state.connections,
         pool_idle: state.idle_connections,
         pool_max: app.pool.max_size(),
+        max_connections: app.capacity.max_connections,
+        max_streams: app.capacity.max_streams,
     };
     let text = app.metrics.render(&gauges);
     Ok(Response::text(200, "text/plain; version=0.0.4; charset=utf-8", text).into())

@@ -177,8 +177,19 @@ fn a_full_run_at_trace_level_logs_no_secret() {
         .map(|v| v.as_str().unwrap().to_string())
         .collect();
     let mut p = Client::new(server.addr);
+    // A wrong password and a wrong code first: failures are events too, and carry no secret.
+    p.login(&email, "a wrong password 1")
+        .expect_error(401, "invalid_credentials");
+    secrets.push("a wrong password 1".into());
     p.login(&email, PASSWORD).expect(200);
     secrets.push(p.cookies["svc_session"].clone());
+    let wrong = format!(
+        "{:06}",
+        (totp_code(&secret, step + 1).parse::<u32>().unwrap() + 1) % 1_000_000
+    );
+    p.post("/auth/mfa/totp", &json!({ "code": wrong }))
+        .expect_error(401, "invalid_code");
+    secrets.push(wrong);
     let code = totp_code(&secret, step + 1);
     secrets.push(code.clone());
     p.post("/auth/mfa/totp", &json!({ "code": code }))
@@ -202,6 +213,11 @@ fn a_full_run_at_trace_level_logs_no_secret() {
         secrets.push(code.clone());
         secrets.push(code.replace('-', ""));
     }
+
+    // The second factor off again, with one of the new recovery codes.
+    let last = secrets[secrets.len() - 2].clone();
+    p.post("/auth/mfa/totp/disable", &json!({ "code": last }))
+        .expect(204);
 
     // Google and GitHub sign-in; the provider saw the PKCE verifier and the access tokens.
     let mut g = Client::new(server.addr);
@@ -234,7 +250,7 @@ fn a_full_run_at_trace_level_logs_no_secret() {
     }
 
     // An API token used on the event stream.
-    let org = c.get("/auth/session").json()["organizations"][0]["id"]
+    let org = p.get("/auth/session").json()["organizations"][0]["id"]
         .as_i64()
         .unwrap();
     let project: i64 = db()
@@ -298,7 +314,49 @@ fn a_full_run_at_trace_level_logs_no_secret() {
     let log = std::fs::read_to_string(&server.log).unwrap() + &cli_log;
     // The run was logged at trace level: our own records are there, debug ones included.
     assert!(log.contains("listening on"), "{log}");
-    assert!(log.contains("password reset user_id="), "{log}");
+    // Each security event once at least, with the client's address and the account.
+    let user_id: i64 = db()
+        .query_one("SELECT id FROM users WHERE email = $1", &[&email])
+        .unwrap()
+        .get(0);
+    for event in [
+        "signup",
+        "email_verified",
+        "mfa_enabled",
+        "signin_failed",
+        "signin_succeeded",
+        "second_factor_failed",
+        "second_factor_succeeded",
+        "recovery_codes_replaced",
+        "mfa_disabled",
+        "password_reset",
+    ] {
+        let (event, who) = (format!(" event={event} "), format!(" user_id={user_id}"));
+        let line = log
+            .lines()
+            .find(|l| l.contains("consoled::security]") && l.contains(&event) && l.contains(&who))
+            .unwrap_or_else(|| panic!("no{event}of user {user_id} in\n{log}"));
+        let client = line
+            .split(" client=")
+            .nth(1)
+            .unwrap()
+            .split(' ')
+            .next()
+            .unwrap();
+        assert!(
+            [&c.ip, &p.ip, &anonymous.ip].contains(&&client.to_string()),
+            "{line}"
+        );
+    }
+    let provider = format!(" event=provider_signin client={} user_id=", g.ip);
+    assert!(log.contains(&provider), "{log}");
+    let requested = format!(" event=password_reset_requested client={}", anonymous.ip);
+    assert!(log.contains(&requested), "{log}");
+    // One access line per answered request, by route name.
+    let access = format!("consoled::access] POST login 401 client={} ", p.ip);
+    assert!(log.contains(&access), "{log}");
+    let access = format!("consoled::access] GET oauth_callback 302 client={} ", h.ip);
+    assert!(log.contains(&access), "{log}");
     assert!(
         log.contains(" DEBUG consoled"),
         "consoled's own debug records pass"

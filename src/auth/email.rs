@@ -4,6 +4,7 @@
 //! Handlers only queue mails (`outbox`) in their transaction; the sender thread mints the link
 //! tokens and talks to the mail server (src/mail.rs), so no request waits on SMTP.
 
+use super::Event;
 use crate::app::{App, Reply};
 use crate::db::mail_tokens::{self, Live, Purpose};
 use crate::db::{self, outbox, rate, sessions, users};
@@ -37,7 +38,7 @@ pub fn verify(app: &App, req: &Request) -> ApiResult<Reply> {
     // The users trigger announces the `user` change when the flag flips.
     super::prove_address(&mut tx, user_id, None)?;
     tx.commit()?;
-    log::info!("email verified user_id={user_id}");
+    super::audit(app, req, Event::EmailVerified, Some(user_id), &[]);
     Ok(Response::empty(204).into())
 }
 
@@ -108,6 +109,8 @@ pub fn forgot(app: &App, req: &Request) -> ApiResult<Reply> {
         outbox::enqueue_for_address(&mut tx, "password_reset", email.as_str())?;
     }
     tx.commit()?;
+    // Neither the address nor whether it has an account: the request never looks it up.
+    super::audit(app, req, Event::PasswordResetRequested, None, &[]);
     Ok(Response::empty(204).into())
 }
 
@@ -142,7 +145,8 @@ pub fn reset(app: &App, req: &Request) -> ApiResult<Reply> {
     // The failed sign-ins guarded the old password; they must not lock out the new one.
     super::login::clear_failures(&mut tx, &Email::normalise(&live.email))?;
     tx.commit()?;
-    log::info!("password reset user_id={user_id} sessions_ended={ended}");
+    let ended = ("sessions_ended", ended.into());
+    super::audit(app, req, Event::PasswordReset, Some(user_id), &[ended]);
     Ok(Response::empty(204)
         .header("Set-Cookie", super::clear_session_cookie(app))
         .into())

@@ -1,5 +1,6 @@
 //! `POST /auth/login`, `POST /auth/logout` and `GET /auth/session`.
 
+use super::Event;
 use crate::app::{App, Reply};
 use crate::db::{self, devices, rate, sessions, users};
 use crate::error::{ApiError, ApiResult, Code};
@@ -88,14 +89,36 @@ pub fn post(app: &App, req: &Request) -> ApiResult<Reply> {
     let mut tx = c.transaction()?;
     let user = match (user, &device) {
         (Some(user), _) if ok => user,
-        (_, Some(token)) if trusted => {
+        (user, Some(token)) if trusted => {
             devices::failed(&mut tx, token)?;
             tx.commit()?;
+            let id = user.map(|u| u.id);
+            super::audit(
+                app,
+                req,
+                Event::SigninFailed,
+                id,
+                &[("trusted_device", true.into())],
+            );
             return Err(ApiError::new(Code::InvalidCredentials));
         }
-        _ => {
+        (user, _) => {
             rate::record_all(&mut tx, &failure_buckets(&email, client))?;
             tx.commit()?;
+            // An unknown address has no user id; the address itself is not logged.
+            let reason = if user.is_some() {
+                "wrong_password"
+            } else {
+                "unknown_account"
+            };
+            let id = user.map(|u| u.id);
+            super::audit(
+                app,
+                req,
+                Event::SigninFailed,
+                id,
+                &[("reason", reason.into())],
+            );
             return Err(ApiError::new(Code::InvalidCredentials));
         }
     };
@@ -110,7 +133,8 @@ pub fn post(app: &App, req: &Request) -> ApiResult<Reply> {
     let response = super::start_session(app, &mut tx, 200, &user, user.mfa_enabled)?
         .header("Set-Cookie", device_cookie(app, &token));
     tx.commit()?;
-    log::info!("login user_id={} mfa_pending={}", user.id, user.mfa_enabled);
+    let pending = ("mfa_pending", user.mfa_enabled.into());
+    super::audit(app, req, Event::SigninSucceeded, Some(user.id), &[pending]);
     Ok(response.into())
 }
 
@@ -189,7 +213,7 @@ pub fn logout(app: &App, req: &Request) -> ApiResult<Reply> {
     };
     let mut c = db::conn(&app.pool)?;
     sessions::delete(&mut *c, session.id)?;
-    log::info!("logout user_id={}", session.user_id);
+    super::audit(app, req, Event::Logout, Some(session.user_id), &[]);
     Ok(Response::empty(204)
         .header("Set-Cookie", super::clear_session_cookie(app))
         .into())

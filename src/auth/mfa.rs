@@ -13,6 +13,7 @@
 use crate::db::{Sql, Tx as Transaction};
 use serde_json::{json, Value};
 
+use super::Event;
 use crate::app::{App, Reply};
 use crate::crypto;
 use crate::db::sessions::{self, Session};
@@ -93,20 +94,37 @@ pub fn complete(app: &App, req: &Request) -> ApiResult<Reply> {
         None => false,
     };
     if !ok {
-        return wrong_code_on_pending(app, tx, &session);
+        return wrong_code_on_pending(app, req, tx, &session);
     }
     sessions::delete(&mut tx, session.id)?;
     let user = users::find(&mut tx, session.user_id)?
         .ok_or_else(|| ApiError::internal("session of a deleted user"))?;
     let response = super::start_session(app, &mut tx, 200, &user, false)?;
     tx.commit()?;
-    log::info!("mfa complete user_id={}", session.user_id);
+    let kind = if matches!(factor, Factor::Totp(_)) {
+        "totp"
+    } else {
+        "recovery_code"
+    };
+    let how = ("factor", kind.into());
+    super::audit(
+        app,
+        req,
+        Event::SecondFactorSucceeded,
+        Some(user.id),
+        &[how],
+    );
     Ok(response.into())
 }
 
 /// Counts a wrong code on a pending session; the fifth revokes it (still 401 `invalid_code`,
 /// and the browser is told to drop the dead cookie).
-fn wrong_code_on_pending(app: &App, mut tx: Transaction, session: &Session) -> ApiResult<Reply> {
+fn wrong_code_on_pending(
+    app: &App,
+    req: &Request,
+    mut tx: Transaction,
+    session: &Session,
+) -> ApiResult<Reply> {
     rate::record(&mut tx, &cap_bucket(session.user_id))?;
     let failed = sessions::add_failed_code(&mut tx, session.id)?;
     let revoked = failed >= WRONG_CODES_PER_SESSION;
@@ -114,9 +132,13 @@ fn wrong_code_on_pending(app: &App, mut tx: Transaction, session: &Session) -> A
         sessions::delete(&mut tx, session.id)?;
     }
     tx.commit()?;
-    log::info!(
-        "mfa wrong code user_id={} failed={failed} revoked={revoked}",
-        session.user_id
+    let fields = [("failed", failed.into()), ("revoked", revoked.into())];
+    super::audit(
+        app,
+        req,
+        Event::SecondFactorFailed,
+        Some(session.user_id),
+        &fields,
     );
     let e = ApiError::new(Code::InvalidCode);
     if !revoked {
@@ -178,12 +200,12 @@ pub fn enable(app: &App, req: &Request) -> ApiResult<Reply> {
         None => false,
     };
     if !enabled {
-        return Err(wrong_code(tx, session.user_id));
+        return Err(wrong_code(app, req, tx, session.user_id));
     }
     let codes = issue_recovery_codes(&mut tx, session.user_id)?;
     notify_and_end_other_sessions(&mut tx, &session, "mfa_enabled")?;
     tx.commit()?;
-    log::info!("mfa enabled user_id={}", session.user_id);
+    super::audit(app, req, Event::MfaEnabled, Some(session.user_id), &[]);
     Ok(Response::json(200, &json!({ "recovery_codes": codes })).into())
 }
 
@@ -195,7 +217,7 @@ pub fn disable(app: &App, req: &Request) -> ApiResult<Reply> {
         notify_and_end_other_sessions(tx, session, "mfa_disabled")?;
         Ok(Response::empty(204).into())
     })?;
-    log::info!("mfa disabled user_id={user_id}");
+    super::audit(app, req, Event::MfaDisabled, Some(user_id), &[]);
     Ok(reply)
 }
 
@@ -208,7 +230,7 @@ pub fn regenerate(app: &App, req: &Request) -> ApiResult<Reply> {
         outbox::enqueue(tx, "mfa_recovery_codes", user.id, &user.email)?;
         Ok(Response::json(200, &json!({ "recovery_codes": codes })).into())
     })?;
-    log::info!("mfa recovery codes replaced user_id={user_id}");
+    super::audit(app, req, Event::RecoveryCodesReplaced, Some(user_id), &[]);
     Ok(reply)
 }
 
@@ -228,7 +250,7 @@ fn with_enabled_factor(
     check_cap(&mut tx, &app.config.limits, session.user_id)?;
     let secret = enabled_secret(&mut tx, session.user_id)?;
     if !consume(&mut tx, session.user_id, &secret, &factor)? {
-        return Err(wrong_code(tx, session.user_id));
+        return Err(wrong_code(app, req, tx, session.user_id));
     }
     let reply = act(&mut tx, &session)?;
     tx.commit()?;
@@ -271,12 +293,19 @@ fn check_cap(tx: &mut impl Sql, limits: &Limits, user_id: i64) -> ApiResult<()> 
 
 /// A wrong code on an enrolment endpoint: counted toward the user's hourly cap.
 /// Counts a wrong code toward the hourly cap; the error to answer (or the database's).
-fn wrong_code(mut tx: Transaction, user_id: i64) -> ApiError {
+fn wrong_code(app: &App, req: &Request, mut tx: Transaction, user_id: i64) -> ApiError {
     let recorded = rate::record(&mut tx, &cap_bucket(user_id)).and_then(|()| tx.commit());
     if let Err(e) = recorded {
         return e.into();
     }
-    log::info!("mfa wrong code user_id={user_id} (enrolment)");
+    let during = ("during", "enrolment".into());
+    super::audit(
+        app,
+        req,
+        Event::SecondFactorFailed,
+        Some(user_id),
+        &[during],
+    );
     ApiError::new(Code::InvalidCode)
 }
 

@@ -23,6 +23,25 @@ use crate::http::{Request, Response};
 
 pub const SESSION_COOKIE: &str = "svc_session";
 
+pub use crate::logging::security::Event;
+
+/// Logs a security event of `req`'s client on `user_id`'s account (`logging::security`), with
+/// the event's own `fields` (never a secret). Every handler that signs in, fails a check, or
+/// changes a credential, the second factor or a session calls it.
+pub fn audit(
+    app: &App,
+    req: &Request,
+    event: Event,
+    user_id: Option<i64>,
+    fields: &[(&str, log::kv::Value)],
+) {
+    let client = app
+        .config
+        .client_source
+        .resolve(req.peer.map(|p| p.ip()), &req.headers);
+    crate::logging::security::event(event, client, user_id, fields);
+}
+
 /// The screen of the routes that hash a password (sign-up, password reset): refused from
 /// memory, before a worker, when the client would get no place in the fair hash admission.
 pub fn hash_screen(app: &App, req: &Request) -> ApiResult<()> {

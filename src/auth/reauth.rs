@@ -49,6 +49,6 @@ pub fn require(app: &App, req: &Request, session: &Session) -> ApiResult<()> {
     }
     let mut c = db::conn(&app.pool)?;
     rate::record_all(&mut *c, &login::failure_buckets(&email, client))?;
-    log::info!("reauth wrong password user_id={}", user.id);
+    super::audit(app, req, super::Event::ReauthFailed, Some(user.id), &[]);
     Err(ApiError::new(Code::ReauthRequired).message("The password is not correct."))
 }

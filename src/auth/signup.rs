@@ -38,6 +38,6 @@ pub fn post(app: &App, req: &Request) -> ApiResult<Reply> {
     outbox::enqueue(&mut tx, "verify_email", user.id, &user.email)?;
     let response = super::start_session(app, &mut tx, 201, &user, false)?;
     tx.commit()?;
-    log::info!("signup user_id={}", user.id);
+    super::audit(app, req, super::Event::Signup, Some(user.id), &[]);
     Ok(response.into())
 }

@@ -101,6 +101,8 @@ pub struct Config {
     pub header_timeout: Duration,
     /// A kept-alive connection with nothing in flight closes after this long without a byte.
     pub keep_alive: Duration,
+    /// The log's refusal summary is written at most this often (`logging::flood`).
+    pub log_summary: Duration,
     pub demo: bool,
     /// Test hook: `GET /__panic` panics inside a handler, to prove the worker survives.
     pub panic_route: bool,
@@ -241,6 +243,7 @@ impl Config {
             read_timeout: env.seconds("CONSOLED_READ_TIMEOUT_SECONDS", 10.0, 0.05..=3600.0)?,
             header_timeout: env.seconds("CONSOLED_HEADER_TIMEOUT_SECONDS", 20.0, 0.05..=3600.0)?,
             keep_alive: env.seconds("CONSOLED_KEEPALIVE_SECONDS", 5.0, 0.05..=3600.0)?,
+            log_summary: env.seconds("CONSOLED_LOG_SUMMARY_SECONDS", 60.0, 0.1..=86400.0)?,
             demo: env.bool("CONSOLED_DEMO", false)?,
             panic_route: env.bool("CONSOLED_TEST_PANIC_ROUTE", false)?,
         };

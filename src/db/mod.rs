@@ -1,6 +1,7 @@
 //! The database: connection settings, the r2d2 pool, migrations, and one module per table.
 
 pub mod devices;
+pub mod health;
 pub mod identities;
 pub mod leases;
 pub mod mail_tokens;
@@ -65,6 +66,8 @@ pub fn pool(config: &Config) -> Result<Pool, String> {
         .min_idle(Some(1))
         .connection_timeout(config.db_timeout)
         .test_on_check_out(true)
+        // Failed connection attempts are reported to `health` (one line per outage).
+        .error_handler(Box::new(r2d2::NopErrorHandler))
         .build_unchecked(manager))
 }
 
@@ -72,7 +75,7 @@ pub fn pool(config: &Config) -> Result<Pool, String> {
 pub fn connect(config: &Config, application_name: &str) -> Result<Client, String> {
     pg_config(config, application_name)?
         .connect(NoTls)
-        .map_err(|e| format!("cannot connect to the database: {e}"))
+        .map_err(|e| format!("cannot connect to the database: {}", health::cause(&e)))
 }
 
 /// A pooled connection, or 503 `unavailable`.

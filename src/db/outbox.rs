@@ -102,3 +102,12 @@ pub fn next_due_in(c: &mut impl Sql) -> Result<Option<Duration>, postgres::Error
     let secs: Option<f64> = row.get(0);
     Ok(secs.map(|s| Duration::from_secs_f64(s.max(0.0))))
 }
+
+/// Queued mails due now, and all queued mails (the mail-queue gauges of `/metrics`).
+pub fn counts(c: &mut impl Sql) -> Result<(i64, i64), postgres::Error> {
+    let row = c.query_one(
+        "SELECT count(*) FILTER (WHERE next_attempt_at <= now()), count(*) FROM outbox",
+        &[],
+    )?;
+    Ok((row.get(0), row.get(1)))
+}

@@ -157,11 +157,22 @@ impl r2d2::ManageConnection for Manager {
     type Connection = Db;
     type Error = Error;
 
+    /// Reports to `health` (the pool's own error handler, which logged every failed attempt,
+    /// is off).
     fn connect(&self) -> Result<Db, Error> {
-        Ok(Db {
-            client: self.0.connect()?,
-            kept: Kept::default(),
-        })
+        match self.0.connect() {
+            Ok(client) => {
+                super::health::ok();
+                Ok(Db {
+                    client,
+                    kept: Kept::default(),
+                })
+            }
+            Err(e) => {
+                super::health::failed("pool", &super::health::cause(&e));
+                Err(e)
+            }
+        }
     }
 
     fn is_valid(&self, db: &mut Db) -> Result<(), Error> {

@@ -174,7 +174,7 @@ impl Keeper {
             return;
         }
         if let Err(e) = self.with_db(|c| leases::release(c, &ids)) {
-            log::warn!("stream leases not released yet: {e}");
+            db::health::warn(&format!("stream leases not released yet: {e}"));
             self.unreleased = ids;
         }
     }
@@ -185,7 +185,7 @@ impl Keeper {
         let instance = self.core.hub.leases.instance_id.clone();
         let live = self.core.hub.leases.live();
         if let Err(e) = self.with_db(|c| leases::heartbeat(c, &instance, &live)) {
-            log::warn!("stream lease heartbeat failed: {e}");
+            db::health::warn(&format!("stream lease heartbeat failed: {e}"));
         }
     }
 
@@ -213,7 +213,7 @@ impl Keeper {
                     log::info!("session expired: {n} event streams ended");
                 }
                 Err(e) => {
-                    log::warn!("cannot check a session: {e}");
+                    db::health::warn(&format!("cannot check a session: {e}"));
                     self.watch(session_id, now + RECHECK_AFTER_ERROR);
                 }
             }
@@ -223,7 +223,7 @@ impl Keeper {
     fn release_all(&self) {
         let instance = self.core.hub.leases.instance_id.clone();
         if let Err(e) = self.with_db(|c| leases::release_instance(c, &instance)) {
-            log::warn!("stream leases left to lapse: {e}");
+            db::health::warn(&format!("stream leases left to lapse: {e}"));
         }
     }
 
@@ -232,6 +232,6 @@ impl Keeper {
         f: impl FnOnce(&mut db::Db) -> Result<T, postgres::Error>,
     ) -> Result<T, String> {
         let mut c = db::conn(&self.core.pool).map_err(|e| e.more.message.clone())?;
-        f(&mut c).map_err(|e| e.to_string())
+        f(&mut c).map_err(|e| db::health::cause(&e))
     }
 }

@@ -56,9 +56,10 @@ fn run(core: &Core, ready: &crossbeam_channel::Sender<()>) {
             .clone()
             .application_name(&name)
             .connect(postgres::NoTls)
-            .map_err(|e| format!("cannot connect to the database: {e}"));
+            .map_err(|e| crate::db::health::cause(&e));
         match connected {
             Ok(mut client) => {
+                crate::db::health::ok();
                 if connected_once {
                     core.metrics
                         .listener_reconnects
@@ -67,10 +68,11 @@ fn run(core: &Core, ready: &crossbeam_channel::Sender<()>) {
                 connected_once = true;
                 match listen(core, &mut client, ready) {
                     Ok(()) => return,
-                    Err(e) => log::warn!("change listener lost its connection: {e}"),
+                    // One line per outage (`db::health`), not one per attempt.
+                    Err(e) => crate::db::health::failed("change listener", &e),
                 }
             }
-            Err(e) => log::warn!("change listener: {e}"),
+            Err(e) => crate::db::health::failed("change listener", &e),
         }
         if started.elapsed() >= HEALTHY {
             backoff = FIRST_BACKOFF;
@@ -97,8 +99,8 @@ fn listen(
         .batch_execute(&format!(
             "LISTEN {CHANGE_CHANNEL}; LISTEN {CONTROL_CHANNEL}"
         ))
-        .map_err(|e| e.to_string())?;
-    refresh(core, client).map_err(|e| e.to_string())?;
+        .map_err(|e| crate::db::health::cause(&e))?;
+    refresh(core, client).map_err(|e| crate::db::health::cause(&e))?;
     let streams = core.hub.resync_all();
     if streams > 0 {
         log::info!("change listener connected: {streams} streams told to resync");
@@ -117,12 +119,12 @@ fn listen(
                 }
                 batch
             }
-            Err(e) => return Err(e.to_string()),
+            Err(e) => return Err(crate::db::health::cause(&e)),
             Ok(None) if client.is_closed() => return Err("connection closed".into()),
             Ok(None) => continue,
         };
         for n in batch {
-            handle(core, client, &n).map_err(|e| e.to_string())?;
+            handle(core, client, &n).map_err(|e| crate::db::health::cause(&e))?;
         }
     }
     Ok(())

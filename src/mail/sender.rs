@@ -43,17 +43,21 @@ fn stopping(app: &App) -> bool {
 /// length of an SMTP conversation, which must not tie up a pooled connection) and reconnects.
 fn run(app: &App, mailer: &Mailer) {
     while !stopping(app) {
-        let result =
-            db::connect(&app.config, "consoled-mail").and_then(|client| serve(app, mailer, client));
+        let result = db::connect(&app.config, "consoled-mail").and_then(|client| {
+            db::health::ok();
+            serve(app, mailer, client)
+        });
+        // Every error here is the database's (delivery errors are handled per mail): one line
+        // per outage (`db::health`), not one per attempt.
         if let Err(e) = result {
-            log::warn!("mail sender: {e}; reconnecting");
+            db::health::failed("mail sender", &e);
             pause(app, RECONNECT);
         }
     }
 }
 
 fn serve(app: &App, mailer: &Mailer, mut client: Client) -> Result<(), String> {
-    let db_err = |e: postgres::Error| format!("database: {e}");
+    let db_err = |e: postgres::Error| format!("database: {}", db::health::cause(&e));
     client
         .batch_execute("LISTEN consoled_outbox")
         .map_err(db_err)?;

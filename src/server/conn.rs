@@ -149,15 +149,21 @@ fn from_proxy(rq: &tiny_http::Request, app: &crate::app::App) -> bool {
 /// Answers a request whose body we did not read; the connection closes after it.
 fn refuse_unread(rq: tiny_http::Request, e: &ApiError, conn: &Arc<Conn>, shared: &Shared) {
     super::worker::log_error("unread", e);
-    shared
-        .app
-        .metrics
-        .observe("unread", e.code.status(), Duration::ZERO);
+    let response = Response::from_error(e);
+    let bytes = response.body.len() as u64;
+    super::worker::record(
+        &shared.app,
+        &rq,
+        "unread",
+        response.status,
+        bytes,
+        Instant::now(),
+    );
     let path = rq.url().split('?').next().unwrap_or("").to_string();
     // tiny_http drains what is left of a declared body after writing the answer; the guard
     // bounds that. Then the connection closes.
     conn.arm(Phase::Drain);
-    super::worker::respond(rq, router::finish(&path, Response::from_error(e)));
+    super::worker::respond(rq, router::finish(&path, response));
     conn.disarm();
 }
 

@@ -44,6 +44,22 @@ pub fn read_request(
     Ok(req)
 }
 
+/// The client's address for the access line (the full address, where limits count an IPv6
+/// client by its /64), resolved as `Request::client` does.
+pub fn client_ip(
+    rq: &tiny_http::Request,
+    source: &crate::http::client::Source,
+) -> Option<std::net::IpAddr> {
+    let peer = rq.remote_addr().map(|a| a.ip());
+    let peer_is_proxy = peer.is_some_and(|ip| source.is_proxy(ip));
+    let lines = if peer_is_proxy {
+        every_line(rq.headers(), std::iter::once(source.header.as_str()))
+    } else {
+        Vec::new()
+    };
+    source.resolve(peer, &lines)
+}
+
 /// Every line of each named header, in order. tiny_http's `get` shows only a name's first line;
 /// in a copy, each line read is renamed, so that `get` finds the next. (A client's own
 /// `X-Forwarded-For` line comes before the one HAProxy appends: reading only the first would let

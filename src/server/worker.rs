@@ -11,10 +11,11 @@ use crossbeam_channel::RecvTimeoutError;
 
 use super::conn::{Incoming, Outcome};
 use super::{stream, Shared};
-use crate::app::Reply;
+use crate::app::{App, Reply};
 use crate::error::{ApiError, Code};
 use crate::events::StreamPlan;
 use crate::http::Response;
+use crate::logging::access;
 use crate::router;
 
 /// Takes requests until the server stops and the queue is empty: a request that was read
@@ -51,7 +52,7 @@ fn handle(shared: &Shared, incoming: Incoming) {
     };
     let response = match result {
         Ok(Reply::Stream(plan)) => {
-            app.metrics.observe(route, 200, started.elapsed());
+            record(app, &rq, route, 200, 0, started);
             let _ = outcome.send(start_stream(rq, plan));
             return;
         }
@@ -75,16 +76,43 @@ pub fn answer(
     started: Instant,
 ) {
     let path = rq.url().split('?').next().unwrap_or("").to_string();
-    shared
-        .app
-        .metrics
-        .observe(route, response.status, started.elapsed());
+    let bytes = response.body.len() as u64;
+    record(&shared.app, &rq, route, response.status, bytes, started);
     respond(rq, router::finish(&path, response));
+}
+
+/// Counts a response in `/metrics` and writes its access line (`logging::access`): every way a
+/// response leaves calls this once. A refusal costs only the count.
+pub fn record(
+    app: &App,
+    rq: &tiny_http::Request,
+    route: &'static str,
+    status: u16,
+    bytes: u64,
+    started: Instant,
+) {
+    let duration = started.elapsed();
+    app.metrics.observe(route, status, duration);
+    if access::is_refusal(status) || !log::log_enabled!(target: access::TARGET, log::Level::Info) {
+        return;
+    }
+    access::access(&access::AccessRecord {
+        client: super::head::client_ip(rq, &app.config.client_source),
+        method: rq.method().as_str(),
+        route,
+        status,
+        duration,
+        bytes,
+    });
 }
 
 pub fn log_error(route: &str, e: &ApiError) {
     match (&e.more.log_detail, e.code) {
         (Some(detail), Code::Internal) => log::error!("{route}: {detail}"),
+        // During a database outage every request would say so: `db::health` says it once.
+        (Some(detail), Code::Unavailable) if crate::db::health::is_down() => {
+            log::debug!("{route}: unavailable: {detail}")
+        }
         (Some(detail), _) => log::warn!("{route}: {}: {detail}", e.code.as_str()),
         // A rate-limit refusal is counted in /metrics, never logged: a flood costs no log line.
         (None, Code::RateLimited) => {}

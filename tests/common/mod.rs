@@ -485,6 +485,9 @@ pub struct DbProxy {
 struct ProxyState {
     up: bool,
     conns: Vec<TcpStream>,
+    /// Silent: new connections are accepted and never answered (a blackhole).
+    stalled: bool,
+    held: Vec<TcpStream>,
 }
 
 impl DbProxy {
@@ -494,12 +497,16 @@ impl DbProxy {
         let port = listener.local_addr().unwrap().port();
         let state = std::sync::Arc::new(std::sync::Mutex::new(ProxyState {
             up: true,
-            conns: Vec::new(),
+            ..ProxyState::default()
         }));
         let st = state.clone();
         std::thread::spawn(move || {
             for client in listener.incoming() {
                 let Ok(client) = client else { continue };
+                if st.lock().unwrap().stalled {
+                    st.lock().unwrap().held.push(client);
+                    continue;
+                }
                 if !st.lock().unwrap().up {
                     drop(client);
                     continue;
@@ -535,7 +542,17 @@ impl DbProxy {
     }
 
     pub fn restore(&self) {
-        self.state.lock().unwrap().up = true;
+        let mut s = self.state.lock().unwrap();
+        s.up = true;
+        s.stalled = false;
+        s.held.clear();
+    }
+
+    /// A database that stops answering: open connections are cut, new ones are accepted and
+    /// then hear nothing (as from a host that went silent behind a firewall).
+    pub fn stall(&self) {
+        self.cut();
+        self.state.lock().unwrap().stalled = true;
     }
 }
 

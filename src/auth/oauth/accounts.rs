@@ -25,16 +25,27 @@ use crate::http::Response;
 
 /// Finds or creates the user, starts a session, and redirects to the console (to the second
 /// factor page when the user has one; the session is then pending).
-pub fn sign_in(app: &App, provider: Provider, identity: &Identity) -> Result<Response, Refusal> {
+pub fn sign_in(
+    app: &App,
+    req: &crate::http::Request,
+    provider: Provider,
+    identity: &Identity,
+) -> Result<Response, Refusal> {
     let mut c = db::conn(&app.pool)?;
     let mut tx = c.transaction()?;
     let user = resolve(&mut tx, provider, identity)?;
     let cookie = auth::create_session_cookie(app, &mut tx, user.id, user.mfa_enabled)?;
     tx.commit()?;
-    log::info!(
-        "oauth {provider}: sign-in user_id={} mfa_pending={}",
-        user.id,
-        user.mfa_enabled
+    let fields = [
+        ("provider", provider.name().into()),
+        ("mfa_pending", user.mfa_enabled.into()),
+    ];
+    auth::audit(
+        app,
+        req,
+        auth::Event::ProviderSignin,
+        Some(user.id),
+        &fields,
     );
     let page = if user.mfa_enabled { "/login/mfa" } else { "/" };
     let location = format!("{}{page}", app.config.console_url);

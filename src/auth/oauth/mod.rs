@@ -229,10 +229,17 @@ pub fn callback(app: &App, req: &Request) -> ApiResult<Reply> {
     let response = match complete(app, req, provider, config) {
         Ok(response) => response,
         Err(refusal) => {
-            log::info!(
-                "oauth {provider}: refused ({}): {}",
-                refusal.code(),
-                refusal.reason
+            let fields = [
+                ("provider", provider.name().into()),
+                ("reason", refusal.code().into()),
+                ("detail", refusal.reason.as_str().into()),
+            ];
+            crate::auth::audit(
+                app,
+                req,
+                crate::auth::Event::ProviderSigninFailed,
+                None,
+                &fields,
             );
             let url = format!("{}/login?error={}", app.config.console_url, refusal.code());
             Response::redirect(&url)
@@ -276,7 +283,7 @@ fn complete(
         Provider::Google => google::identity(&exchange, stored.nonce.as_deref())?,
         Provider::Github => github::identity(&exchange)?,
     };
-    accounts::sign_in(app, provider, &identity)
+    accounts::sign_in(app, req, provider, &identity)
 }
 
 /// Deletes and returns the attempt named by the `state` parameter, if any.
