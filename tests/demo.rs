@@ -95,6 +95,19 @@ fn make_run_logs_mailed_links_that_open_the_demo_and_carry_working_tokens() {
     client
         .post("/auth/verify-email", &serde_json::json!({ "token": token }))
         .expect(204);
+    // The link opened again: refused, and said to be used (the page then offers no "Confirm").
+    let again = client.post("/auth/verify-email", &serde_json::json!({ "token": token }));
+    again.expect_error(400, "invalid_token");
+    assert_eq!(
+        again.json()["error"]["details"],
+        serde_json::json!({"field": "token", "rule": "used already"})
+    );
+    let unknown = client.post(
+        "/auth/verify-email",
+        &serde_json::json!({ "token": "A".repeat(token.len()) }),
+    );
+    unknown.expect_error(400, "invalid_token");
+    assert!(unknown.json()["error"].get("details").is_none());
     assert_eq!(
         client.get("/auth/session").json()["user"]["email_verified"],
         true

@@ -32,8 +32,15 @@ pub fn verify(app: &App, req: &Request) -> ApiResult<Reply> {
     let token = token_field(&fields)?;
     let mut c = db::conn(&app.pool)?;
     let mut tx = c.transaction()?;
-    let live =
-        mail_tokens::consume(&mut tx, token, Purpose::VerifyEmail)?.ok_or_else(invalid_token)?;
+    let Some(live) = mail_tokens::consume(&mut tx, token, Purpose::VerifyEmail)? else {
+        // A link opened again: say so, so that the page can tell the user it is done.
+        if mail_tokens::was_used(&mut tx, token, Purpose::VerifyEmail)? {
+            return Err(invalid_token()
+                .message("This link was used already.")
+                .with_details(serde_json::json!({ "field": "token", "rule": "used already" })));
+        }
+        return Err(invalid_token());
+    };
     let user_id = owner(&mut tx, &live)?;
     // The users trigger announces the `user` change when the flag flips.
     super::prove_address(&mut tx, user_id, None)?;

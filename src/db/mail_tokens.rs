@@ -97,6 +97,16 @@ pub fn consume(
     }))
 }
 
+/// Whether the token was used already (kept a day after its use: `purge_dead`).
+pub fn was_used(c: &mut impl Sql, token: &str, purpose: Purpose) -> Result<bool, postgres::Error> {
+    let row = c.query_opt(
+        "SELECT 1 FROM mail_tokens
+          WHERE token_hash = $1 AND purpose = $2 AND used_at IS NOT NULL",
+        &[&token_hash(token), &purpose.as_str()],
+    )?;
+    Ok(row.is_some())
+}
+
 /// Ends every unused token of a user for a purpose (kept, expired, for the record).
 pub fn void_unused(
     c: &mut impl Sql,
