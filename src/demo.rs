@@ -18,6 +18,9 @@ use crate::http::{Request, Response};
 
 const PAGE: &str = include_str!("demo/index.html");
 const NONCE_SLOT: &str = "__NONCE__";
+/// The page's QR encoder (the second factor's key as a QR code), pasted into its one script.
+const QR_SCRIPT: &str = include_str!("demo/qr.js");
+const QR_SLOT: &str = "__QR_SCRIPT__";
 
 pub fn index(app: &App, _req: &Request) -> ApiResult<Reply> {
     if !app.config.demo {
@@ -31,7 +34,7 @@ fn page(nonce: &str) -> Response {
     Response::text(
         200,
         "text/html; charset=utf-8",
-        PAGE.replace(NONCE_SLOT, nonce),
+        PAGE.replace(QR_SLOT, QR_SCRIPT).replace(NONCE_SLOT, nonce),
     )
     .header("Content-Security-Policy", csp(nonce))
     .header("Cache-Control", "no-store")
@@ -54,7 +57,8 @@ mod tests {
     #[test]
     fn every_inline_block_carries_the_nonce() {
         let body = String::from_utf8(page("abc").body).unwrap();
-        assert!(!body.contains(NONCE_SLOT));
+        assert!(!body.contains(NONCE_SLOT) && !body.contains(QR_SLOT));
+        assert!(body.contains("function qrSvg("));
         assert_eq!(body.matches("<script").count(), 1);
         assert_eq!(body.matches("<style").count(), 1);
         assert!(body.contains("<script nonce=\"abc\">"));

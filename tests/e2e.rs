@@ -1,8 +1,11 @@
 //! The demo page in a real browser (Debian's headless chromium through chromedriver): sign up
-//! through the form, enable a second factor, log out, log in with the second factor, wait for
-//! the event stream's `ready`, emit a change with `consoled emit` and see it appear on the page.
-//! Then the mails' links, as `make run` logs them: the verification link confirms the address,
-//! the reset link (asked for on the login form) sets a new password that then signs in.
+//! through the form, turn the second factor on in the page (the key as a link, text and a QR
+//! code; the recovery codes shown once), log out, log in with the second factor, wait for the
+//! event stream's `ready`, emit a change with `consoled emit` and see it appear on the page, then
+//! turn the second factor off with a recovery code. Then the mails' links, as `make run` logs
+//! them: the verification mail sent again from the page, its link confirms the address and, opened
+//! again, says it was used instead of offering "Confirm"; the reset link (asked for on the login
+//! form) sets a new password that then signs in.
 //!
 //! Ignored by `make test` (it needs chromium and takes a few seconds): `make e2e` installs the
 //! browser when missing and runs `cargo test --test e2e -- --ignored`. The screenshot of the
@@ -15,7 +18,6 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::webdriver::{self, Browser};
-use serde_json::{json, Value};
 
 const BIN: &str = env!("CARGO_BIN_EXE_consoled");
 
@@ -70,37 +72,6 @@ impl Drop for Server {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
-    }
-}
-
-/// The API, called with the browser's own cookies (to enrol a second factor, which the demo
-/// page leaves to the console).
-struct Api<'a> {
-    url: &'a str,
-    session: String,
-    csrf: String,
-}
-
-impl Api<'_> {
-    fn post(&self, path: &str, body: Value) -> Value {
-        let agent: ureq::Agent = ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .timeout_global(Some(Duration::from_secs(30)))
-            .build()
-            .into();
-        let mut r = agent
-            .post(format!("{}{path}", self.url))
-            .header(
-                "Cookie",
-                format!("svc_session={}; svc_csrf={}", self.session, self.csrf),
-            )
-            .header("X-CSRF-Token", &self.csrf)
-            .send_json(body)
-            .expect("call the API");
-        let status = r.status().as_u16();
-        let value: Value = r.body_mut().read_json().expect("JSON answer");
-        assert_eq!(status, 200, "POST {path}: {value}");
-        value
     }
 }
 
@@ -208,8 +179,31 @@ fn links_flow(server: &common::binary::Spawned, b: &Browser) {
     });
     assert_eq!(b.text("#verified"), "no");
 
+    // The mail again, from the page: a second link is mailed.
+    server.mailed_link(&email, "verify-email");
+    b.wait("the resend button", STEP, |b| b.displayed("#resend"));
+    b.click("#resend");
+    b.wait("the resend notice", STEP, |b| {
+        b.text("#notice").contains("on its way")
+    });
+    let links = |server: &common::binary::Spawned| -> Vec<String> {
+        let to = format!("to={email}:");
+        server
+            .log()
+            .iter()
+            .filter(|l| l.contains("mailed link") && l.contains(&to) && l.contains("/verify-email?"))
+            .map(|l| l.rsplit(' ').next().unwrap().to_string())
+            .collect()
+    };
+    let deadline = std::time::Instant::now() + STEP;
+    while links(server).len() < 2 {
+        assert!(std::time::Instant::now() < deadline, "no second verification mail");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let link = links(server)[1].clone();
+
     // The verification link, opened as from the mail: one click confirms the address.
-    b.goto(&server.mailed_link(&email, "verify-email"));
+    b.goto(&link);
     b.wait("the confirm button", STEP, |b| {
         b.displayed("#verify-submit")
     });
@@ -219,9 +213,29 @@ fn links_flow(server: &common::binary::Spawned, b: &Browser) {
     });
     assert_eq!(b.text("#message"), "");
     assert!(!b.displayed("#verify"));
+    assert!(!b.displayed("#verify-hint"), "no resend once confirmed");
+
+    // Opened again while signed in: nothing left to confirm, and no button says otherwise.
+    b.goto(&link);
+    b.wait("the already-confirmed notice", STEP, |b| {
+        b.text("#notice").contains("confirmed already")
+    });
+    assert!(!b.displayed("#verify-submit"));
+
+    // Opened again signed out: the page cannot know before asking; once asked, it says the link
+    // was used and offers it no more.
+    b.click("#logout");
+    b.wait("the login form", STEP, |b| b.displayed("#login-form"));
+    b.goto(&link);
+    b.wait("the confirm button", STEP, |b| b.displayed("#verify-submit"));
+    b.click("#verify-submit");
+    b.wait("the used-link notice", STEP, |b| {
+        b.text("#notice").contains("used already")
+    });
+    assert!(!b.displayed("#verify-submit"));
+    assert_eq!(b.text("#message"), "");
 
     // Forgot password from the login form, then the reset link sets a new password.
-    b.click("#logout");
     b.wait("the forgot-password form", STEP, |b| {
         b.displayed("#forgot-form")
     });
@@ -272,16 +286,8 @@ fn run_flow(server: &Server, b: &Browser) {
     });
     assert_eq!(b.text("#mfa-enabled"), "off");
 
-    // Enrol TOTP with the browser's session (the demo has no enrolment screen).
-    let api = Api {
-        url: &server.url,
-        session: b.cookie("svc_session").expect("svc_session cookie"),
-        csrf: b.cookie("svc_csrf").expect("svc_csrf cookie"),
-    };
-    let setup = api.post("/auth/mfa/totp/setup", json!({}));
-    let secret = consoled::crypto::base32_decode(setup["secret"].as_str().unwrap()).unwrap();
-    let (code, enabled_at) = totp_now(&secret, 0);
-    api.post("/auth/mfa/totp/enable", json!({ "code": code }));
+    // The second factor on, from the page: the key as a link, as text and as a QR code.
+    let (secret, enabled_at, recovery) = enrol_in_the_page(server, b);
 
     b.click("#logout");
     b.wait("the login form", STEP, |b| b.displayed("#login-form"));
@@ -320,4 +326,76 @@ fn run_flow(server: &Server, b: &Browser) {
         let cells: Vec<&str> = row.split_whitespace().skip(1).collect();
         cells == expected
     });
+
+    // The second factor off again, from the page, with a recovery code.
+    assert!(!b.displayed("#factor-setup-form"));
+    b.type_into("#factor-disable-code", &recovery[0]);
+    b.click("#factor-disable");
+    b.wait("the second factor off", STEP, |b| {
+        b.text("#mfa-enabled") == "off" && b.displayed("#factor-setup-form")
+    });
+    assert_eq!(b.text("#message"), "");
+}
+
+/// Sets the second factor up through the page's own panel and returns the key, the TOTP step
+/// used, and the recovery codes the page showed (once).
+fn enrol_in_the_page(server: &Server, b: &Browser) -> (Vec<u8>, u64, Vec<String>) {
+    b.wait("the set-up form", STEP, |b| b.displayed("#factor-setup-form"));
+    b.click("#factor-setup");
+    b.wait("the offered key", STEP, |b| {
+        b.displayed("#factor-enable-form") && !b.text("#factor-secret").is_empty()
+    });
+    let key = b.text("#factor-secret");
+    let uri = b.text("#factor-uri-text");
+    assert!(
+        uri.starts_with("otpauth://totp/") && uri.contains(&format!("secret={key}")),
+        "{uri}"
+    );
+    assert!(b.displayed("#factor-qr svg"), "no QR code");
+    qr_says(b, &uri);
+    let secret = consoled::crypto::base32_decode(&key).expect("a base32 key");
+    let (code, step) = totp_now(&secret, 0);
+    b.type_into("#factor-enable-code", &code);
+    b.click("#factor-enable");
+    b.wait("the recovery codes", STEP, |b| {
+        b.displayed("#factor-codes") && b.text("#mfa-enabled") == "on"
+    });
+    let recovery: Vec<String> = b
+        .text("#recovery-codes")
+        .split_whitespace()
+        .map(str::to_string)
+        .collect();
+    assert_eq!(recovery.len(), 10, "{recovery:?}");
+    assert_eq!(b.text("#factor-secret"), "", "the key leaves the page once enabled");
+    // Shown once: stored, they leave the page, and a reload does not bring them back.
+    b.click("#factor-codes-done");
+    b.wait("the codes gone", STEP, |b| !b.displayed("#factor-codes"));
+    assert_eq!(b.text("#recovery-codes"), "");
+    b.goto(&format!("{}/", server.url));
+    b.wait("the signed-in panel again", STEP, |b| {
+        b.text("#mfa-enabled") == "on" && b.displayed("#factor-disable-form")
+    });
+    assert!(!b.displayed("#factor-codes"));
+    assert_eq!(b.text("#recovery-codes"), "");
+    (secret, step, recovery)
+}
+
+/// The page's QR code decodes to the key URI, when `zbarimg` (Debian's zbar-tools) is there to
+/// read the screenshot; the URI and key as text are checked either way.
+fn qr_says(b: &Browser, uri: &str) {
+    let Ok(probe) = Command::new("zbarimg").arg("--version").output() else {
+        eprintln!("e2e: zbarimg is missing (apt-get install zbar-tools): the QR code is not decoded");
+        return;
+    };
+    assert!(probe.status.success());
+    let path = screenshot_path("qr.png");
+    b.screenshot(&path);
+    let out = Command::new("zbarimg")
+        .args(["-q", "--raw"])
+        .arg(&path)
+        .stderr(Stdio::null())
+        .output()
+        .expect("run zbarimg");
+    let decoded = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(decoded.trim_end(), uri, "the QR code on the page");
 }
