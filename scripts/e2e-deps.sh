@@ -7,6 +7,14 @@ log() { echo "e2e-deps: $*" >&2; }
 
 have() { command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1; }
 
+# zbarimg (zbar-tools) reads the demo page's QR code back from a screenshot; without it the e2e
+# test checks the key as text only. Installed as root when missing; never a reason to fail.
+if ! command -v zbarimg >/dev/null 2>&1 && [ "$(id -u)" -eq 0 ]; then
+    log "installing Debian's zbar-tools (apt-get), to decode the demo's QR code"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends zbar-tools >&2 \
+        || log "zbar-tools not installed; the QR code will not be decoded"
+fi
+
 if have; then
     exit 0
 fi

@@ -1,8 +1,10 @@
 //! The demo page at `GET /` (only with `CONSOLED_DEMO=true`): one static HTML file showing the
 //! flow a console front end implements (CSRF cookie and header, signup, login, second factor,
-//! session, and an `EventSource` on `/v1/events`). The same page answers `/verify-email` and
-//! `/reset-password`, where the mails link to, and there finishes verification or sets a new
-//! password with the link's token.
+//! session, and an `EventSource` on `/v1/events`), with the second factor turned on (the key as
+//! a link, text and a QR code drawn by `demo/qr.js`; the recovery codes shown once) and off, and
+//! the verification mail sent again. The same page answers `/verify-email` and
+//! `/reset-password`, where the mails link to, and there finishes verification (or says that the
+//! link was used) or sets a new password with the link's token.
 //!
 //! Its one inline `<script>` and one inline `<style>` carry a fresh random nonce per response, and
 //! the Content-Security-Policy allows nothing else: no other script or style, no inline event
@@ -12,7 +14,9 @@
 //! anything; `Cache-Control: no-store` keeps a nonce from being reused from a cache.
 
 use crate::app::{App, Reply};
+use crate::auth;
 use crate::crypto;
+use crate::db::{self, mail_tokens, mail_tokens::Purpose};
 use crate::error::{ApiError, ApiResult, Code};
 use crate::http::{Request, Response};
 
@@ -21,20 +25,45 @@ const NONCE_SLOT: &str = "__NONCE__";
 /// The page's QR encoder (the second factor's key as a QR code), pasted into its one script.
 const QR_SCRIPT: &str = include_str!("demo/qr.js");
 const QR_SLOT: &str = "__QR_SCRIPT__";
+/// What the server knows of the mailed link the page was opened from (`used`, or nothing).
+const LINK_SLOT: &str = "__LINK_STATE__";
 
-pub fn index(app: &App, _req: &Request) -> ApiResult<Reply> {
+pub fn index(app: &App, req: &Request) -> ApiResult<Reply> {
     if !app.config.demo {
         return Err(ApiError::new(Code::NotFound));
     }
     let nonce = crypto::b64url(&crypto::random_bytes::<16>());
-    Ok(page(&nonce).into())
+    let link = if req.path == "/verify-email" && verification_used(app, req) {
+        "used"
+    } else {
+        ""
+    };
+    Ok(page(&nonce, link).into())
 }
 
-fn page(nonce: &str) -> Response {
+/// Whether the verification link's token was used already: the page then says so rather than
+/// offer "Confirm" again. False when it cannot tell (no token, the database away): the page then
+/// offers the button, and the answer to it says what became of the link.
+fn verification_used(app: &App, req: &Request) -> bool {
+    let Some(token) = req
+        .query_param("token")
+        .filter(|t| auth::is_token_shaped(t))
+    else {
+        return false;
+    };
+    let Ok(mut c) = db::conn(&app.pool) else {
+        return false;
+    };
+    mail_tokens::was_used(&mut *c, &token, Purpose::VerifyEmail).unwrap_or(false)
+}
+
+fn page(nonce: &str, link: &str) -> Response {
     Response::text(
         200,
         "text/html; charset=utf-8",
-        PAGE.replace(QR_SLOT, QR_SCRIPT).replace(NONCE_SLOT, nonce),
+        PAGE.replace(QR_SLOT, QR_SCRIPT)
+            .replace(LINK_SLOT, link)
+            .replace(NONCE_SLOT, nonce),
     )
     .header("Content-Security-Policy", csp(nonce))
     .header("Cache-Control", "no-store")
@@ -56,8 +85,9 @@ mod tests {
 
     #[test]
     fn every_inline_block_carries_the_nonce() {
-        let body = String::from_utf8(page("abc").body).unwrap();
+        let body = String::from_utf8(page("abc", "").body).unwrap();
         assert!(!body.contains(NONCE_SLOT) && !body.contains(QR_SLOT));
+        assert!(!body.contains(LINK_SLOT) && body.contains("<body data-link=\"\">"));
         assert!(body.contains("function qrSvg("));
         assert_eq!(body.matches("<script").count(), 1);
         assert_eq!(body.matches("<style").count(), 1);

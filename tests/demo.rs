@@ -90,12 +90,16 @@ fn make_run_logs_mailed_links_that_open_the_demo_and_carry_working_tokens() {
         .strip_prefix(&server.url)
         .unwrap_or_else(|| panic!("{link} is on {}", server.url));
     assert!(path.starts_with("/verify-email?token="), "{link}");
-    client.get(path).expect(200);
+    let fresh = String::from_utf8(client.get(path).expect(200).body.clone()).unwrap();
+    assert!(fresh.contains("<body data-link=\"\">"), "a fresh link offers Confirm");
     let token = path.split_once("token=").unwrap().1;
     client
         .post("/auth/verify-email", &serde_json::json!({ "token": token }))
         .expect(204);
-    // The link opened again: refused, and said to be used (the page then offers no "Confirm").
+    // The link opened again: the page knows it was used (and offers no "Confirm"), and the API
+    // refuses it, saying so.
+    let used = String::from_utf8(client.get(path).expect(200).body.clone()).unwrap();
+    assert!(used.contains("<body data-link=\"used\">"));
     let again = client.post("/auth/verify-email", &serde_json::json!({ "token": token }));
     again.expect_error(400, "invalid_token");
     assert_eq!(
