@@ -91,7 +91,10 @@ fn make_run_logs_mailed_links_that_open_the_demo_and_carry_working_tokens() {
         .unwrap_or_else(|| panic!("{link} is on {}", server.url));
     assert!(path.starts_with("/verify-email?token="), "{link}");
     let fresh = String::from_utf8(client.get(path).expect(200).body.clone()).unwrap();
-    assert!(fresh.contains("<body data-link=\"\">"), "a fresh link offers Confirm");
+    assert!(
+        fresh.contains("<body data-link=\"\">"),
+        "a fresh link offers Confirm"
+    );
     let token = path.split_once("token=").unwrap().1;
     client
         .post("/auth/verify-email", &serde_json::json!({ "token": token }))

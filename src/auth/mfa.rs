@@ -66,6 +66,14 @@ impl Factor {
         }
     }
 
+    /// The factor's name in the security log.
+    fn name(&self) -> &'static str {
+        match self {
+            Factor::Totp(_) => "totp",
+            Factor::Recovery(_) => "recovery_code",
+        }
+    }
+
     fn from_body(req: &Request) -> ApiResult<Factor> {
         Factor::parse(Fields::parse(&req.body)?.string("code")?)
     }
@@ -101,19 +109,8 @@ pub fn complete(app: &App, req: &Request) -> ApiResult<Reply> {
         .ok_or_else(|| ApiError::internal("session of a deleted user"))?;
     let response = super::start_session(app, &mut tx, 200, &user, false)?;
     tx.commit()?;
-    let kind = if matches!(factor, Factor::Totp(_)) {
-        "totp"
-    } else {
-        "recovery_code"
-    };
-    let how = ("factor", kind.into());
-    super::audit(
-        app,
-        req,
-        Event::SecondFactorSucceeded,
-        Some(user.id),
-        &[how],
-    );
+    let how = [("factor", factor.name().into())];
+    super::audit(app, req, Event::SecondFactorSucceeded, Some(user.id), &how);
     Ok(response.into())
 }
 
@@ -133,13 +130,8 @@ fn wrong_code_on_pending(
     }
     tx.commit()?;
     let fields = [("failed", failed.into()), ("revoked", revoked.into())];
-    super::audit(
-        app,
-        req,
-        Event::SecondFactorFailed,
-        Some(session.user_id),
-        &fields,
-    );
+    let id = Some(session.user_id);
+    super::audit(app, req, Event::SecondFactorFailed, id, &fields);
     let e = ApiError::new(Code::InvalidCode);
     if !revoked {
         return Err(e);
@@ -298,14 +290,8 @@ fn wrong_code(app: &App, req: &Request, mut tx: Transaction, user_id: i64) -> Ap
     if let Err(e) = recorded {
         return e.into();
     }
-    let during = ("during", "enrolment".into());
-    super::audit(
-        app,
-        req,
-        Event::SecondFactorFailed,
-        Some(user_id),
-        &[during],
-    );
+    let during = [("during", "enrolment".into())];
+    super::audit(app, req, Event::SecondFactorFailed, Some(user_id), &during);
     ApiError::new(Code::InvalidCode)
 }
 
