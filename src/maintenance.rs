@@ -22,7 +22,7 @@ pub fn start(app: Arc<App>) -> thread::JoinHandle<()> {
             let mut next_count = Instant::now();
             let mut refusals = crate::logging::flood::Summary::new(app.config.log_summary);
             while !app.stopping.load(Ordering::SeqCst) {
-                refusals.tick(Instant::now(), app.metrics.refusals());
+                refusals.tick(Instant::now(), || app.metrics.refusals());
                 if Instant::now() >= next {
                     if let Err(e) = sweep(&app) {
                         db::health::warn(&format!("maintenance: {e}"));

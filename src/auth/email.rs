@@ -111,13 +111,17 @@ pub fn forgot(app: &App, req: &Request) -> ApiResult<Reply> {
         rate::lock(&mut tx, &bucket.key())?;
     }
     // Past a cap the request is dropped silently, whether the address has an account or not.
-    if rate::first_blocked(&mut tx, &app.config.limits, &buckets)?.is_none() {
+    let queued = rate::first_blocked(&mut tx, &app.config.limits, &buckets)?.is_none();
+    if queued {
         rate::record_all(&mut tx, &buckets)?;
         outbox::enqueue_for_address(&mut tx, "password_reset", email.as_str())?;
     }
     tx.commit()?;
-    // Neither the address nor whether it has an account: the request never looks it up.
-    super::audit(app, req, Event::PasswordResetRequested, None, &[]);
+    // Neither the address nor whether it has an account: the request never looks it up. One
+    // dropped past a cap is a refusal, and costs no line.
+    if queued {
+        super::audit(app, req, Event::PasswordResetRequested, None, &[]);
+    }
     Ok(Response::empty(204).into())
 }
 

@@ -32,15 +32,16 @@ impl Summary {
     }
 
     /// Writes the summary line when an interval has passed since the last one and something was
-    /// refused meanwhile; returns what it wrote.
-    pub fn tick(&mut self, now: Instant, counts: Counts) -> Option<String> {
+    /// refused meanwhile; returns what it wrote. `counts` is read only then.
+    pub fn tick(&mut self, now: Instant, counts: impl FnOnce() -> Counts) -> Option<String> {
         let Some((since, before)) = &self.last else {
-            self.last = Some((now, counts));
+            self.last = Some((now, counts()));
             return None;
         };
         if now.duration_since(*since) < self.interval {
             return None;
         }
+        let counts = counts();
         let seconds = now.duration_since(*since).as_secs();
         let delta: Vec<(String, u64)> = counts
             .iter()
@@ -79,17 +80,14 @@ mod tests {
     fn one_line_per_interval_with_the_increase_of_each_kind() {
         let mut s = Summary::new(Duration::from_secs(10));
         let t0 = Instant::now();
-        assert_eq!(s.tick(t0, counts(&[("login_429", 5)])), None);
-        // Within the interval: nothing, however much is refused.
-        assert_eq!(
-            s.tick(t0 + Duration::from_secs(5), counts(&[("login_429", 5000)])),
-            None
-        );
+        assert_eq!(s.tick(t0, || counts(&[("login_429", 5)])), None);
+        // Within the interval: nothing, and the counters are not even read.
+        let early = || -> Counts { panic!("counters read within the interval") };
+        assert_eq!(s.tick(t0 + Duration::from_secs(5), early), None);
         let line = s
-            .tick(
-                t0 + Duration::from_secs(10),
-                counts(&[("login_429", 9005), ("connections_refused", 3)]),
-            )
+            .tick(t0 + Duration::from_secs(10), || {
+                counts(&[("login_429", 9005), ("connections_refused", 3)])
+            })
             .unwrap();
         assert_eq!(
             line,
@@ -98,6 +96,6 @@ mod tests {
         );
         // A quiet interval writes nothing.
         let quiet = counts(&[("login_429", 9005), ("connections_refused", 3)]);
-        assert_eq!(s.tick(t0 + Duration::from_secs(20), quiet), None);
+        assert_eq!(s.tick(t0 + Duration::from_secs(20), || quiet), None);
     }
 }
