@@ -16,6 +16,9 @@ use crate::db::{self, Pool};
 
 /// A result this young answers without a new check (probes of several balancers share it).
 const FRESH: Duration = Duration::from_millis(500);
+/// A failure this young answers at once, while a new check starts for the next request: during
+/// an outage every probe gets its 503 without waiting.
+const FRESH_FAILURE: Duration = Duration::from_secs(2);
 /// The longest a request waits for a check.
 pub const ANSWER_WITHIN: Duration = Duration::from_millis(900);
 
@@ -43,8 +46,15 @@ impl Readiness {
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
         loop {
             if let Some((at, result)) = &state.last {
-                if asked.saturating_duration_since(*at) < FRESH || *at >= asked {
+                let age = asked.saturating_duration_since(*at);
+                if age < FRESH || *at >= asked {
                     return result.clone();
+                }
+                if result.is_err() && age < FRESH_FAILURE {
+                    let result = result.clone();
+                    state.wanted = true;
+                    self.changed.notify_all();
+                    return result;
                 }
             }
             if state
