@@ -16,8 +16,9 @@ use crate::db::{self, Pool};
 
 /// A result this young answers without a new check (probes of several balancers share it).
 const FRESH: Duration = Duration::from_millis(500);
-/// A failure this young answers at once, while a new check starts for the next request: during
-/// an outage every probe gets its 503 without waiting.
+/// A failure this young answers at once while the outage lasts (`db::health`), and a new check
+/// starts for the next request: during an outage every probe gets its 503 without waiting, and
+/// once anything reached the database again the next probe checks afresh.
 const FRESH_FAILURE: Duration = Duration::from_secs(2);
 /// The longest a request waits for a check.
 pub const ANSWER_WITHIN: Duration = Duration::from_millis(900);
@@ -50,7 +51,7 @@ impl Readiness {
                 if age < FRESH || *at >= asked {
                     return result.clone();
                 }
-                if result.is_err() && age < FRESH_FAILURE {
+                if result.is_err() && age < FRESH_FAILURE && db::health::is_down() {
                     let result = result.clone();
                     state.wanted = true;
                     self.changed.notify_all();
