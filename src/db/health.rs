@@ -109,3 +109,28 @@ pub fn warn(message: &str) {
         log::warn!("{message}");
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_outage_starts_once_counts_its_attempts_and_ends_once() {
+        ok();
+        assert!(!is_down());
+        failed("pool", "connection refused");
+        failed("change listener", "connection refused");
+        failed("pool", "the last cause");
+        assert!(is_down());
+        {
+            let state = STATE.lock().unwrap();
+            let down = state.as_ref().unwrap();
+            assert_eq!(down.failures, 3);
+            assert_eq!(down.last_cause, "the last cause");
+        }
+        ok();
+        assert!(!is_down());
+        ok();
+        assert!(!is_down());
+    }
+}
