@@ -1,7 +1,9 @@
 //! No secret in any log at any level (issue 15, item 5): the real `consoled` binary runs with
 //! `RUST_LOG=trace` through signup, email verification, the second factor, Google and GitHub
 //! sign-in, an API token, forgot and reset; then its whole log is searched for every secret the
-//! run created or used, in every form a logger could print it.
+//! run created or used, in every form a logger could print it. The run also has a wrong password,
+//! a wrong code and the second factor turned off, and the log must hold each security event with
+//! the account and the client's address (issue 23); it runs in both formats, text and JSON.
 
 mod common;
 
@@ -137,12 +139,31 @@ fn sign_in(
 
 #[test]
 fn a_full_run_at_trace_level_logs_no_secret() {
+    full_run(false);
+}
+
+/// The same run with `CONSOLED_LOG_FORMAT=json`: every line one object, the same events as
+/// fields, and no secret in any form.
+#[test]
+fn a_full_run_in_json_logs_no_secret_either() {
+    full_run(true);
+}
+
+/// One run at a time: each server's mail sender takes any due mail of the shared database, and
+/// delivers it to its own sink.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn full_run(json: bool) {
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let sink = SmtpSink::start();
     let google = FakeIdp::google();
     let github = FakeIdp::github();
     let mut env = google.env();
     env.extend(github.env());
     env.push(("CONSOLED_SMTP_URL".into(), sink.url()));
+    if json {
+        env.push(("CONSOLED_LOG_FORMAT".into(), "json".into()));
+    }
     let server = start(&env);
     let mut secrets: Vec<String> = vec![PASSWORD.into(), NEW_PASSWORD.into(), CLIENT_SECRET.into()];
     let mut raw_secrets: Vec<Vec<u8>> = Vec::new();
@@ -311,56 +332,20 @@ fn a_full_run_at_trace_level_logs_no_secret() {
         .get("/auth/session")
         .expect_error(401, "unauthorized");
     thread::sleep(Duration::from_millis(500));
-    let log = std::fs::read_to_string(&server.log).unwrap() + &cli_log;
+    let served = std::fs::read_to_string(&server.log).unwrap();
+    let log = served.clone() + &cli_log;
     // The run was logged at trace level: our own records are there, debug ones included.
     assert!(log.contains("listening on"), "{log}");
-    // Each security event once at least, with the client's address and the account.
     let user_id: i64 = db()
         .query_one("SELECT id FROM users WHERE email = $1", &[&email])
         .unwrap()
         .get(0);
-    for event in [
-        "signup",
-        "email_verified",
-        "mfa_enabled",
-        "signin_failed",
-        "signin_succeeded",
-        "second_factor_failed",
-        "second_factor_succeeded",
-        "recovery_codes_replaced",
-        "mfa_disabled",
-        "password_reset",
-    ] {
-        let (event, who) = (format!(" event={event} "), format!(" user_id={user_id}"));
-        let line = log
-            .lines()
-            .find(|l| l.contains("consoled::security]") && l.contains(&event) && l.contains(&who))
-            .unwrap_or_else(|| panic!("no{event}of user {user_id} in\n{log}"));
-        let client = line
-            .split(" client=")
-            .nth(1)
-            .unwrap()
-            .split(' ')
-            .next()
-            .unwrap();
-        assert!(
-            [&c.ip, &p.ip, &anonymous.ip].contains(&&client.to_string()),
-            "{line}"
-        );
+    let ips = [&c.ip, &p.ip, &anonymous.ip];
+    if json {
+        json_events(&served, user_id, &ips);
+    } else {
+        text_events(&log, user_id, &ips, (&g.ip, &h.ip));
     }
-    let provider = format!(" event=provider_signin client={} user_id=", g.ip);
-    assert!(log.contains(&provider), "{log}");
-    let requested = format!(" event=password_reset_requested client={}", anonymous.ip);
-    assert!(log.contains(&requested), "{log}");
-    // One access line per answered request, by route name.
-    let access = format!("consoled::access] POST login 401 client={} ", p.ip);
-    assert!(log.contains(&access), "{log}");
-    let access = format!("consoled::access] GET oauth_callback 302 client={} ", h.ip);
-    assert!(log.contains(&access), "{log}");
-    assert!(
-        log.contains(" DEBUG consoled"),
-        "consoled's own debug records pass"
-    );
     let mut leaks = Vec::new();
     let texts = secrets.iter().flat_map(|s| forms(s));
     let bytes = raw_secrets.iter().flat_map(|b| byte_forms(b));
@@ -373,5 +358,75 @@ fn a_full_run_at_trace_level_logs_no_secret() {
         leaks.is_empty(),
         "secrets in the log:\n{}",
         leaks.join("\n")
+    );
+}
+
+const EVENTS: [&str; 10] = [
+    "signup",
+    "email_verified",
+    "mfa_enabled",
+    "signin_failed",
+    "signin_succeeded",
+    "second_factor_failed",
+    "second_factor_succeeded",
+    "recovery_codes_replaced",
+    "mfa_disabled",
+    "password_reset",
+];
+
+/// Every line of the server's log is one JSON object; each security event is there with the
+/// account and the client's address as fields.
+fn json_events(log: &str, user_id: i64, ips: &[&String]) {
+    let lines: Vec<serde_json::Value> = log
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect();
+    for event in EVENTS {
+        let found = lines
+            .iter()
+            .find(|v| v["event"] == event && v["user_id"] == user_id)
+            .unwrap_or_else(|| panic!("no {event} of user {user_id} in\n{log}"));
+        assert_eq!(found["target"], "consoled::security");
+        assert!(ips.iter().any(|ip| found["client"] == ***ip), "{found}");
+    }
+    assert!(lines
+        .iter()
+        .any(|v| v["target"] == "consoled::access" && v["route"] == "login" && v["status"] == 401));
+    assert!(
+        lines.iter().any(|v| v["level"] == "DEBUG"),
+        "consoled's own debug records pass"
+    );
+}
+
+/// Each security event once at least, with the client's address and the account; the access
+/// lines by route name.
+fn text_events(log: &str, user_id: i64, ips: &[&String], (g, h): (&str, &str)) {
+    for event in EVENTS {
+        let (event, who) = (format!(" event={event} "), format!(" user_id={user_id}"));
+        let line = log
+            .lines()
+            .find(|l| l.contains("consoled::security]") && l.contains(&event) && l.contains(&who))
+            .unwrap_or_else(|| panic!("no{event}of user {user_id} in\n{log}"));
+        let client = line
+            .split(" client=")
+            .nth(1)
+            .unwrap()
+            .split(' ')
+            .next()
+            .unwrap();
+        assert!(ips.contains(&&client.to_string()), "{line}");
+    }
+    let provider = format!(" event=provider_signin client={g} user_id=");
+    assert!(log.contains(&provider), "{log}");
+    let requested = format!(" event=password_reset_requested client={}", ips[2]);
+    assert!(log.contains(&requested), "{log}");
+    // One access line per answered request, by route name.
+    let access = format!("consoled::access] POST login 401 client={} ", ips[1]);
+    assert!(log.contains(&access), "{log}");
+    let access = format!("consoled::access] GET oauth_callback 302 client={h} ");
+    assert!(log.contains(&access), "{log}");
+    assert!(
+        log.contains(" DEBUG consoled"),
+        "consoled's own debug records pass"
     );
 }
