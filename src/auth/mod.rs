@@ -4,6 +4,7 @@
 
 pub mod csrf;
 pub mod email;
+mod factor;
 pub mod login;
 pub mod mfa;
 pub mod oauth;
