@@ -205,7 +205,12 @@ pub fn screen(app: &App, req: &Request) -> Option<(&'static str, ApiError)> {
 fn guard(app: &App, req: &Request) -> ApiResult<()> {
     if req.method == Method::Post && req.path.starts_with("/auth/") {
         let session = auth::session_token(req);
-        csrf::check(req, &app.origins, &app.csrf_key, session.as_deref())?;
+        let ended = || {
+            session
+                .as_deref()
+                .is_some_and(|t| auth::session_ended(app, t))
+        };
+        csrf::check(req, &app.origins, &app.csrf_key, session.as_deref(), ended)?;
         req.require_json()?;
     }
     Ok(())

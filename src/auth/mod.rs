@@ -55,6 +55,18 @@ pub fn any_session(app: &App, req: &Request) -> ApiResult<Session> {
     Ok(session)
 }
 
+/// Whether the session of `token` no longer exists (ended, expired, never was). A database error
+/// answers false: the caller then refuses, as it would without the question.
+pub fn session_ended(app: &App, token: &str) -> bool {
+    let Ok(mut c) = db::conn(&app.pool) else {
+        return false;
+    };
+    matches!(
+        sessions::find_valid(&mut *c, token, app.config.session_idle),
+        Ok(None)
+    )
+}
+
 /// The cookie's token if it has the shape of one of ours (saves a query for garbage).
 pub fn session_token(req: &Request) -> Option<String> {
     req.cookie(SESSION_COOKIE).filter(|t| is_token_shaped(t))

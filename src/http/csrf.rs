@@ -54,12 +54,16 @@ fn mac(key: &[u8; 32], random: &[u8], session: Option<&str>) -> [u8; 32] {
 }
 
 /// `origins` are the lower-case origins of the configured base and console URLs; `session` is
-/// the request's `svc_session` token, if it carries one of the right shape.
+/// the request's `svc_session` token, if it carries one of the right shape. `ended` tells
+/// whether that session no longer exists; it is asked only when the token is a pre-session one:
+/// a client that keeps a cleared session cookie (curl's jar keeps it after logout) holds the
+/// pre-session token the logout issued, and is signed out, so the token passes.
 pub fn check(
     req: &Request,
     origins: &[String],
     key: &[u8; 32],
     session: Option<&str>,
+    ended: impl FnOnce() -> bool,
 ) -> Result<(), ApiError> {
     let refuse = |why: &str| {
         ApiError::new(Code::CsrfInvalid).message(format!(
@@ -87,7 +91,9 @@ pub fn check(
     let header = req.header(HEADER).map(str::trim).filter(|h| !h.is_empty());
     match (cookie, header) {
         (Some(c), Some(h)) if constant_time_eq(c.as_bytes(), h.as_bytes()) => {
-            if valid(key, h, session) {
+            let bound =
+                valid(key, h, session) || (session.is_some() && valid(key, h, None) && ended());
+            if bound {
                 Ok(())
             } else {
                 Err(refuse("the svc_csrf token was not issued for this session"))
@@ -139,7 +145,21 @@ mod tests {
     }
 
     fn check_with(headers: &[(&str, &str)], session: Option<&str>) -> Result<(), ApiError> {
-        check(&post(headers), &origins(), &KEY, session)
+        check(&post(headers), &origins(), &KEY, session, || false)
+    }
+
+    #[test]
+    fn a_pre_session_token_passes_with_a_session_that_has_ended() {
+        let tok = issue(&KEY, None);
+        let cookie = format!("svc_csrf={tok}");
+        let req = post(&[("cookie", &cookie), ("x-csrf-token", &tok)]);
+        assert!(check(&req, &origins(), &KEY, Some(SESSION), || true).is_ok());
+        assert!(check(&req, &origins(), &KEY, Some(SESSION), || false).is_err());
+        // A token of another session never does.
+        let other = issue(&KEY, Some(&SESSION.replace('1', "2")));
+        let cookie = format!("svc_csrf={other}");
+        let req = post(&[("cookie", &cookie), ("x-csrf-token", &other)]);
+        assert!(check(&req, &origins(), &KEY, Some(SESSION), || true).is_err());
     }
 
     #[test]
