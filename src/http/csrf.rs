@@ -246,7 +246,8 @@ mod tests {
         let other = issue(&KEY, Some(SESSION));
         let cookie = format!("svc_csrf={tok}");
         let cookie_other = format!("svc_csrf={other}");
-        let cases: &[(&[(&str, &str)], Option<&str>)] = &[
+        type Case<'a> = (&'a [(&'a str, &'a str)], Option<&'a str>);
+        let cases: &[Case] = &[
             (&[], None),
             (&[("cookie", &cookie)], None),
             (&[("x-csrf-token", &tok)], None),

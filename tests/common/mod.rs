@@ -280,6 +280,7 @@ impl Response {
 }
 
 /// A raw HTTP/1.1 client, one connection per request, with a cookie jar.
+#[derive(Clone)]
 pub struct Client {
     pub addr: SocketAddr,
     pub cookies: HashMap<String, String>,
