@@ -5,6 +5,7 @@
 mod common;
 
 use common::*;
+use consoled::crypto::{base32_decode, totp_code, unix_now};
 use serde_json::json;
 
 const CT: (&str, &str) = ("Content-Type", "application/json");
@@ -67,6 +68,30 @@ fn the_token_changes_with_the_session_and_the_old_one_is_refused() {
         .expect("a stale token is replaced");
     assert!(!fresh.contains(&after_signup));
     c.post_empty("/auth/verify-email/resend").expect(204);
+}
+
+#[test]
+fn the_second_factor_changes_the_token_at_each_step() {
+    let server = TestServer::start();
+    let mut c = server.client();
+    let (email, _) = c.signup();
+    let r = c.post("/auth/mfa/totp/setup", &json!({}));
+    let secret = base32_decode(r.json()["secret"].as_str().unwrap()).unwrap();
+    let code = totp_code(&secret, unix_now() / 30);
+    let r = c.post("/auth/mfa/totp/enable", &json!({ "code": code }));
+    let recovery = r.json()["recovery_codes"][0].as_str().unwrap().to_string();
+    let mut b = server.client();
+    let anonymous = b.csrf();
+    let r = b.login(&email, PASSWORD);
+    assert_eq!(r.json()["mfa_required"], true);
+    let pending = b.csrf();
+    assert_ne!(pending, anonymous, "the pending session gets its own token");
+    let r = b.post("/auth/mfa/totp", &json!({ "code": recovery }));
+    r.expect(200);
+    let full = b.csrf();
+    assert!(r.set_cookie("svc_csrf").unwrap().contains(&full));
+    assert_ne!(full, pending);
+    post_with_pair(&mut b, "/auth/verify-email/resend", &pending).expect_error(403, "csrf_invalid");
 }
 
 #[test]
