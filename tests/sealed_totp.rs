@@ -266,4 +266,18 @@ fn without_a_data_key_the_server_warns_at_start() {
         .log()
         .iter()
         .any(|l| l.contains("CONSOLED_DATA_KEY is not set")));
+    drop(server);
+    // Sealed secrets and no key: the operator is told what it costs.
+    let sealing = TestServer::with(&[("CONSOLED_DATA_KEY", KEY_A)]);
+    enroll(&mut sealing.client(), true);
+    drop(sealing);
+    let server = Spawned::start(env!("CARGO_BIN_EXE_consoled"), &[]);
+    server.wait_log(
+        &[
+            "ERROR",
+            "sealed but CONSOLED_DATA_KEY is not set",
+            "recovery code",
+        ],
+        Duration::from_secs(10),
+    );
 }

@@ -95,8 +95,8 @@ pub fn prepare(config: &Config) -> Result<(DataKeys, [u8; 32]), String> {
             );
             let sealed: i64 = c
                 .query_one(
-                    "SELECT count(*) FROM users WHERE get_byte(totp_secret, 0) = 1
-                        AND length(totp_secret) > 20",
+                    "SELECT count(*) FROM users WHERE length(totp_secret) > 20
+                        AND substring(totp_secret FROM 1 FOR 1) = '\\x01'::bytea",
                     &[],
                 )
                 .map_err(db)?
