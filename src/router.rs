@@ -1,6 +1,7 @@
 //! Routing: one table of (method, path pattern, handler), and the one dispatch function that
 //! applies the cross-cutting rules in order: 404/405, CSRF and media type for POSTs under /auth,
-//! then the handler, then a new CSRF cookie when the response changed the session cookie. A `*` in a pattern matches one path segment.
+//! then the handler, then a new CSRF cookie when the response changed the session cookie. A `*`
+//! in a pattern matches one path segment.
 
 use crate::app::{App, Reply};
 use crate::auth;
