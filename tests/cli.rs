@@ -22,7 +22,7 @@ fn without_database_url_it_says_how_to_get_one() {
         .env_remove("DATABASE_URL")
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(consoled::failure::EXIT_CONFIG));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
         err.contains("DATABASE_URL") && err.contains("make run"),
@@ -30,6 +30,9 @@ fn without_database_url_it_says_how_to_get_one() {
     );
 }
 
+/// A refused setting is a configuration error: exit status 78 (`EX_CONFIG`), which
+/// `contrib/consoled.service` lists in `RestartPreventExitStatus`, and the message names the
+/// variable, the value and the form expected.
 #[test]
 fn a_bad_setting_is_named_at_start_up() {
     let out = Command::new(env!("CARGO_BIN_EXE_consoled"))
@@ -37,8 +40,18 @@ fn a_bad_setting_is_named_at_start_up() {
         .env("CONSOLED_WORKERS", "many")
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("CONSOLED_WORKERS"));
+    assert_eq!(out.status.code(), Some(consoled::failure::EXIT_CONFIG));
+    assert_eq!(consoled::failure::EXIT_CONFIG, 78);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("CONSOLED_WORKERS=\"many\"") && err.contains("expected a whole number"),
+        "{err}"
+    );
+    let unit = include_str!("../contrib/consoled.service");
+    assert!(
+        unit.lines().any(|l| l == "RestartPreventExitStatus=78"),
+        "the systemd unit must not restart on a configuration error"
+    );
 }
 
 #[test]
@@ -278,11 +291,12 @@ fn a_misspelt_option_is_refused_not_ignored() {
 }
 
 /// Each command with the options its help must describe.
-const COMMANDS: [(&[&str], &[&str]); 6] = [
+const COMMANDS: [(&[&str], &[&str]); 7] = [
     (&["serve"], &[]),
     (&["migrate"], &[]),
     (&["project", "create"], &["--org", "--name"]),
     (&["token", "create"], &["--project", "--name"]),
+    (&["token", "list"], &["--project"]),
     (&["token", "revoke"], &["--id"]),
     (&["emit"], &["--type", "--id", "--op", "--project", "--org"]),
 ];
@@ -323,4 +337,130 @@ fn help_is_complete_and_needs_no_database() {
     for t in TYPES.iter().chain(&["insert", "update", "delete"]) {
         assert!(emit.contains(t), "{t}");
     }
+}
+
+#[test]
+fn version_needs_no_database() {
+    for args in [&["--version"][..], &["-V"], &["serve", "--version"]] {
+        let out = bare(args);
+        assert!(out.status.success(), "{args:?}: {}", text(&out.stderr));
+        assert_eq!(
+            text(&out.stdout),
+            format!("consoled {}\n", env!("CARGO_PKG_VERSION"))
+        );
+    }
+}
+
+/// `token list` shows name, id, creation, last use and revocation of each token of a project,
+/// never a secret; the id is what `token revoke` takes.
+#[test]
+fn token_list_shows_each_token_without_its_secret() {
+    let server = TestServer::start();
+    let (_, state) = server.client().signup();
+    let org = state["organizations"][0]["id"]
+        .as_i64()
+        .unwrap()
+        .to_string();
+    let run = |args: &[&str]| {
+        let out = consoled(&database_url(), args);
+        assert!(out.status.success(), "{args:?}: {}", text(&out.stderr));
+        serde_json::from_slice::<Value>(&out.stdout).unwrap()
+    };
+    let project = run(&["project", "create", "--org", &org, "--name", "listed"])["id"]
+        .as_i64()
+        .unwrap()
+        .to_string();
+    let ci = run(&["token", "create", "--project", &project, "--name", "ci"]);
+    let deploy = run(&["token", "create", "--project", &project, "--name", "deploy"]);
+    // The ci token is used once (a stream), the deploy token revoked.
+    let secret = ci["token"].as_str().unwrap();
+    let stream = common::sse::open(
+        server.addr,
+        &[("Authorization", &format!("Bearer {secret}"))],
+    );
+    assert_eq!(stream.status, 200);
+    drop(stream);
+    let deploy_id = deploy["id"].as_i64().unwrap().to_string();
+    run(&["token", "revoke", "--id", &deploy_id]);
+
+    let out = consoled(&database_url(), &["token", "list", "--project", &project]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let printed = text(&out.stdout);
+    for secret in [secret, deploy["token"].as_str().unwrap()] {
+        assert!(
+            !printed.contains(&secret[4..]),
+            "a secret was printed: {printed}"
+        );
+    }
+    let list: Value = serde_json::from_str(&printed).unwrap();
+    assert_eq!(list["project_id"].to_string(), project);
+    let tokens = list["tokens"].as_array().unwrap();
+    assert_eq!(tokens.len(), 2, "{printed}");
+    let (first, second) = (&tokens[0], &tokens[1]);
+    assert_eq!(first["id"], ci["id"]);
+    assert_eq!(first["name"], "ci");
+    assert!(first["last_used_at"].is_string(), "{printed}");
+    assert!(first["revoked_at"].is_null(), "{printed}");
+    assert_eq!(second["name"], "deploy");
+    assert!(second["last_used_at"].is_null(), "{printed}");
+    assert!(second["revoked_at"].is_string(), "{printed}");
+    for t in tokens {
+        let created = t["created_at"].as_str().unwrap();
+        assert!(created.len() == 20 && created.ends_with('Z'), "{created}");
+        let mut keys: Vec<&str> = t.as_object().unwrap().keys().map(String::as_str).collect();
+        keys.sort();
+        assert_eq!(
+            keys,
+            ["created_at", "id", "last_used_at", "name", "revoked_at"]
+        );
+    }
+    let missing = consoled(
+        &database_url(),
+        &["token", "list", "--project", "999999999"],
+    );
+    assert_eq!(missing.status.code(), Some(1));
+    assert!(text(&missing.stderr).contains("does not exist"));
+}
+
+/// Only `serve` and `migrate` apply migrations: a new binary's `token create` during a rolling
+/// upgrade must not migrate production. The other commands refuse an out-of-date schema.
+#[test]
+fn only_serve_and_migrate_apply_migrations() {
+    let name = format!("consoled_schema_{}", unique().replace('-', "_"));
+    db().batch_execute(&format!("CREATE DATABASE {name}"))
+        .unwrap();
+    let url = with_database(&database_url(), &name);
+    let commands: [&[&str]; 5] = [
+        &["project", "create", "--org", "1", "--name", "x"],
+        &["token", "create", "--project", "1"],
+        &["token", "list", "--project", "1"],
+        &["token", "revoke", "--id", "1"],
+        &["emit", "--type", "server", "--id", "1", "--op", "update"],
+    ];
+    let tables = || -> i64 {
+        let mut c = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+        c.query_one(
+            "SELECT count(*) FROM pg_tables WHERE schemaname = 'public'",
+            &[],
+        )
+        .unwrap()
+        .get(0)
+    };
+    for args in commands {
+        let out = consoled(&url, args);
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        let err = text(&out.stderr);
+        assert!(err.contains("run `consoled migrate`"), "{args:?}: {err}");
+        assert_eq!(tables(), 0, "{args:?} changed the schema");
+    }
+    let out = consoled(&url, &["migrate"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let out = consoled(&url, &["token", "list", "--project", "1"]);
+    assert!(
+        text(&out.stderr).contains("project 1 does not exist"),
+        "{}",
+        text(&out.stderr)
+    );
+    db().batch_execute(&format!("DROP DATABASE {name} WITH (FORCE)"))
+        .unwrap();
 }

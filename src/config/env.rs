@@ -1,4 +1,5 @@
-//! Reading environment variables: set and non-empty, parsed, ranges checked, errors named.
+//! Reading environment variables: set and non-empty, parsed, ranges checked, and every refusal
+//! naming the variable, the value and the form expected.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -20,10 +21,7 @@ impl Env {
     ) -> Result<T, ConfigError> {
         match self.get(name) {
             None => Ok(default),
-            Some(v) => v
-                .trim()
-                .parse()
-                .map_err(|_| ConfigError(format!("{name}: cannot parse {v:?}"))),
+            Some(v) => v.trim().parse().map_err(|_| invalid(name, &v, form::<T>())),
         }
     }
 
@@ -33,11 +31,7 @@ impl Env {
         name: &str,
     ) -> Result<Option<T>, ConfigError> {
         self.get(name)
-            .map(|v| {
-                v.trim()
-                    .parse()
-                    .map_err(|_| ConfigError(format!("{name}: cannot parse {v:?}")))
-            })
+            .map(|v| v.trim().parse().map_err(|_| invalid(name, &v, form::<T>())))
             .transpose()
     }
 
@@ -51,11 +45,12 @@ impl Env {
     ) -> Result<Duration, ConfigError> {
         let secs: f64 = self.parse(name, default)?;
         if !range.contains(&secs) {
-            return Err(ConfigError(format!(
-                "{name} must be between {} and {}",
-                range.start(),
-                range.end()
-            )));
+            let value = self.get(name).unwrap_or_default();
+            return Err(invalid(
+                name,
+                &value,
+                &format!("seconds from {} to {}", range.start(), range.end()),
+            ));
         }
         Ok(Duration::from_secs_f64(secs))
     }
@@ -65,9 +60,30 @@ impl Env {
             None => Ok(default),
             Some(v) if ["1", "true", "yes", "on"].contains(&v.as_str()) => Ok(true),
             Some(v) if ["0", "false", "no", "off"].contains(&v.as_str()) => Ok(false),
-            Some(v) => Err(ConfigError(format!(
-                "{name}: expected true or false, got {v:?}"
-            ))),
+            Some(v) => Err(invalid(
+                name,
+                &v,
+                "true or false (also 1/0, yes/no, on/off)",
+            )),
         }
+    }
+}
+
+/// The one shape of every refused value: the variable, the value, and the form expected.
+pub(super) fn invalid(name: &str, value: &str, expected: &str) -> ConfigError {
+    ConfigError(format!(
+        "{name}={value:?} is not valid: expected {expected}"
+    ))
+}
+
+/// The form of a value of type `T`, in words.
+fn form<T>() -> &'static str {
+    match std::any::type_name::<T>() {
+        "usize" | "u32" | "u64" | "i64" => "a whole number such as 16",
+        "f64" => "a number such as 0.25",
+        "core::net::socket_addr::SocketAddr" | "std::net::SocketAddr" => {
+            "an address and port such as 127.0.0.1:8080 or [::1]:8080"
+        }
+        _ => "a value of the form README, \"Configuration\", gives",
     }
 }
