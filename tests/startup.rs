@@ -24,6 +24,14 @@ fn serve(url: &str) -> (Output, Duration) {
     (out, started.elapsed())
 }
 
+/// DATABASE_URL with another `user[:password]`.
+fn with_user(userinfo: &str) -> String {
+    let url = database_url();
+    let start = url.find("://").expect("a URL") + 3;
+    let end = url[start..].find('@').map_or(start, |i| start + i + 1);
+    format!("{}{userinfo}@{}", &url[..start], &url[end..])
+}
+
 fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
@@ -70,8 +78,7 @@ fn a_missing_database_is_named_with_what_to_do() {
 
 #[test]
 fn an_unknown_role_is_named_and_not_retried() {
-    let url = database_url().replacen("://postgres@", "://consoled_no_such_role@", 1);
-    assert_ne!(url, database_url(), "DATABASE_URL's user is not postgres");
+    let url = with_user("consoled_no_such_role");
     refused_at_once(
         &url,
         &[
@@ -93,7 +100,7 @@ fn a_wrong_password_is_named_and_not_retried() {
              ALTER ROLE consoled_password PASSWORD 'right-password'",
         )
         .unwrap();
-    let url = database_url().replacen("://postgres@", "://consoled_password:wrong-pw-7xq@", 1);
+    let url = with_user("consoled_password:wrong-pw-7xq");
     if postgres::Client::connect(&url, postgres::NoTls).is_ok() {
         println!(
             "SKIPPED: this database server lets consoled_password in without its password \
@@ -109,7 +116,10 @@ fn a_wrong_password_is_named_and_not_retried() {
             "Check the user and password in DATABASE_URL",
         ],
     );
-    assert!(!err.contains("wrong-pw-7xq"), "the password was printed: {err}");
+    assert!(
+        !err.contains("wrong-pw-7xq"),
+        "the password was printed: {err}"
+    );
 }
 
 /// A database that refuses connections may be starting: retried, but named on the first attempt.
