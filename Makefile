@@ -27,7 +27,8 @@ run: build
 	CONSOLED_DEMO=$${CONSOLED_DEMO:-true} exec target/release/consoled serve
 
 # Everything: formatting, lints, unit and integration tests against a real PostgreSQL (and Debian's
-# nginx in front of the service, tests/proxy.rs: scripts/proxy-deps.sh installs it as root).
+# nginx and HAProxy in front of the service, tests/proxy.rs: scripts/proxy-deps.sh installs them
+# as root).
 # Then the conformance run with a fixed seed (about 30 s; docs/CONFORMANCE.md), when python3 can
 # make a virtualenv; SKIP_CONFORMANCE=1 leaves it out.
 test: lint

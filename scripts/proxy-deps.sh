@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Makes sure Debian's nginx is installed, for the proxy test (tests/proxy.rs) that
-# `make test` runs. As root it installs it with apt-get, without starting its
-# system service (the test runs its own, on loopback ports); otherwise it says what to run and
+# Makes sure Debian's nginx and HAProxy are installed, for the proxy tests (tests/proxy.rs) that
+# `make test` runs. As root it installs the missing ones with apt-get, without starting their
+# system services (the test runs its own, on loopback ports); otherwise it says what to run and
 # exits 0: the test then prints that it is skipped. Never fails `make test` by itself.
 set -uo pipefail
 
@@ -9,6 +9,7 @@ log() { echo "proxy-deps: $*" >&2; }
 
 missing=()
 command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || missing+=(nginx)
+command -v haproxy >/dev/null 2>&1 || [ -x /usr/sbin/haproxy ] || missing+=(haproxy)
 [ ${#missing[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null 2>&1; then
     log "${missing[*]} missing; 'sudo apt-get install ${missing[*]}' runs the proxy test too"
@@ -23,7 +24,7 @@ if [ ! -e "$policy" ]; then
     printf '#!/bin/sh\nexit 101\n' >"$policy" && chmod 0755 "$policy" && ours=yes
 fi
 install() { apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2; }
-log "installing Debian's ${missing[*]} (apt-get; its service is not started)"
+log "installing Debian's ${missing[*]} (apt-get; no service is started)"
 if ! install; then
     log "apt-get update, then retrying"
     apt-get update -qq >&2 && install || log "could not install ${missing[*]}; the proxy test will be skipped"

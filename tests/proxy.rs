@@ -1,27 +1,28 @@
-//! The shipped proxy example in front of the real service: Debian's nginx runs
-//! `contrib/nginx.conf` as shipped (only its addresses, ports and TLS replaced here) in front of
+//! The shipped proxy examples in front of the real service: Debian's nginx runs
+//! `contrib/nginx.conf`, and Debian's HAProxy `contrib/haproxy.cfg`, as shipped (only their
+//! addresses, ports and TLS replaced here) in front of
 //! the `consoled` binary configured as `contrib/consoled.env` says, and browsers connect from
 //! their own loopback addresses (127.0.0.2, 127.0.0.3, ...). Each browser must be counted by its
 //! own address on `/auth/` (failed sign-ins) and on `/v1/events` (its share of the streams), and
 //! no header a browser sends itself (`X-Real-IP`, `X-Forwarded-For`) may choose the address.
 //!
-//! `make test` installs Debian's nginx first (scripts/proxy-deps.sh, as root); where nginx cannot
-//! be had the nginx test prints that it is skipped. The check of the file itself always runs.
+//! `make test` installs Debian's nginx and HAProxy first (scripts/proxy-deps.sh, as root); where
+//! one cannot be had its tests print that they are skipped. The check of nginx.conf's
+//! `proxy_set_header` lines always runs.
 
 mod common;
 
-use std::io::{BufReader, Write};
-use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::sse;
+use common::browsers;
 use common::tempdir::TempDir;
-use serde_json::json;
 
 const NGINX_CONF: &str = include_str!("../contrib/nginx.conf");
 const CONSOLED_ENV: &str = include_str!("../contrib/consoled.env");
+const HAPROXY_CFG: &str = include_str!("../contrib/haproxy.cfg");
 
 /// A setting of `contrib/consoled.env`.
 fn env_setting(name: &str) -> String {
@@ -113,10 +114,11 @@ fn free_port(ip: &str) -> u16 {
         .port()
 }
 
-fn find_nginx() -> Option<PathBuf> {
-    ["/usr/sbin/nginx", "/usr/local/sbin/nginx", "/usr/bin/nginx"]
+/// The proxy's binary, where Debian (or a local build) puts it.
+fn find(name: &str) -> Option<PathBuf> {
+    ["/usr/sbin", "/usr/local/sbin", "/usr/bin"]
         .iter()
-        .map(PathBuf::from)
+        .map(|d| Path::new(d).join(name))
         .find(|p| p.exists())
 }
 
@@ -158,14 +160,17 @@ fn substituted_conf(upstream: SocketAddr, http: u16, https: u16, v6: Option<(u16
     out
 }
 
-struct Nginx {
+/// A proxy running a substituted copy of a shipped example, in the foreground, its files in a
+/// directory of its own.
+struct Proxy {
     child: Child,
     dir: TempDir,
+    log: PathBuf,
     pub addr: SocketAddr,
 }
 
-impl Nginx {
-    fn start(bin: &Path, upstream: SocketAddr) -> Nginx {
+impl Proxy {
+    fn nginx(bin: &Path, upstream: SocketAddr) -> Proxy {
         let dir = TempDir::new();
         let (http, https) = (free_port("127.0.0.1"), free_port("127.0.0.1"));
         let v6 = TcpListener::bind("[::1]:0")
@@ -186,259 +191,174 @@ impl Nginx {
         );
         let conf = dir.0.join("nginx.conf");
         std::fs::write(&conf, main).unwrap();
-        let test = Command::new(bin)
-            .args(["-t", "-p"])
-            .arg(&dir.0)
-            .arg("-e")
-            .arg(dir.0.join("error.log"))
-            .arg("-c")
-            .arg(&conf)
-            .output()
-            .expect("run nginx -t");
+        let log = dir.0.join("error.log");
+        let args = |cmd: &mut Command| {
+            cmd.arg("-p")
+                .arg(&dir.0)
+                .arg("-e")
+                .arg(&log)
+                .arg("-c")
+                .arg(&conf);
+        };
+        let mut check = Command::new(bin);
+        check.arg("-t");
+        args(&mut check);
+        let mut run = Command::new(bin);
+        args(&mut run);
+        let addr = format!("127.0.0.1:{https}").parse().unwrap();
+        Proxy::start("nginx", check, run, dir, log, addr)
+    }
+
+    fn haproxy(bin: &Path, upstream: SocketAddr) -> Proxy {
+        let dir = TempDir::new();
+        let (http, https) = (free_port("127.0.0.1"), free_port("127.0.0.1"));
+        let conf = dir.0.join("haproxy.cfg");
+        std::fs::write(&conf, substituted_haproxy(upstream, http, https)).unwrap();
+        let log = dir.0.join("haproxy.log");
+        let mut check = Command::new(bin);
+        check.arg("-c").arg("-f").arg(&conf);
+        let mut run = Command::new(bin);
+        // -db: in the foreground; its own messages go to stderr, kept in the log file.
+        run.arg("-db").arg("-f").arg(&conf);
+        let addr = format!("127.0.0.1:{https}").parse().unwrap();
+        Proxy::start("haproxy", check, run, dir, log, addr)
+    }
+
+    fn start(
+        name: &str,
+        mut check: Command,
+        mut run: Command,
+        dir: TempDir,
+        log: PathBuf,
+        addr: SocketAddr,
+    ) -> Proxy {
+        let checked = check.output().expect("check the configuration");
         assert!(
-            test.status.success(),
-            "nginx -t refuses contrib/nginx.conf: {}",
-            String::from_utf8_lossy(&test.stderr)
+            checked.status.success(),
+            "{name} refuses its configuration: {}{}",
+            String::from_utf8_lossy(&checked.stdout),
+            String::from_utf8_lossy(&checked.stderr)
         );
-        let child = Command::new(bin)
-            .arg("-p")
-            .arg(&dir.0)
-            .arg("-e")
-            .arg(dir.0.join("error.log"))
-            .arg("-c")
-            .arg(&conf)
+        let child = run
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(std::fs::File::create(dir.0.join("stderr")).unwrap())
             .spawn()
-            .expect("start nginx");
-        let addr: SocketAddr = format!("127.0.0.1:{https}").parse().unwrap();
+            .expect("start the proxy");
+        // Built first, so that a failure below stops the proxy and shows its messages.
+        let mut proxy = Proxy {
+            child,
+            dir,
+            log,
+            addr,
+        };
         let deadline = Instant::now() + Duration::from_secs(10);
         while TcpStream::connect(addr).is_err() {
-            assert!(Instant::now() < deadline, "nginx did not start");
+            let exited = proxy.child.try_wait().unwrap();
+            assert!(
+                exited.is_none() && Instant::now() < deadline,
+                "{name} did not start ({exited:?})"
+            );
             std::thread::sleep(Duration::from_millis(50));
         }
-        Nginx { child, dir, addr }
+        proxy
     }
 }
 
-impl Drop for Nginx {
+impl Drop for Proxy {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
         if std::thread::panicking() {
-            let log = std::fs::read_to_string(self.dir.0.join("error.log")).unwrap_or_default();
-            eprintln!("nginx error.log:\n{log}");
+            for file in [self.log.clone(), self.dir.0.join("stderr")] {
+                let text = std::fs::read_to_string(&file).unwrap_or_default();
+                eprintln!("{}:\n{text}", file.display());
+            }
         }
     }
 }
 
-/// A browser: connections from its own loopback address.
-struct Browser {
-    ip: IpAddr,
-    proxy: SocketAddr,
-    csrf: Option<String>,
-}
-
-impl Browser {
-    fn new(ip: &str, proxy: SocketAddr) -> Browser {
-        Browser {
-            ip: ip.parse().unwrap(),
-            proxy,
-            csrf: None,
+/// `contrib/haproxy.cfg` with only its addresses, ports and TLS replaced: the consoled server
+/// line, the two `bind` lines, and the redirect to https (without TLS it would send everything
+/// away).
+fn substituted_haproxy(upstream: SocketAddr, http: u16, https: u16) -> String {
+    let mut out = String::new();
+    for line in HAPROXY_CFG.lines() {
+        let t = line.trim();
+        let replaced = if t.starts_with("server consoled1 127.0.0.1:8080 ") {
+            Some(t.replace("127.0.0.1:8080", &upstream.to_string()))
+        } else if t == "bind :80" {
+            Some(format!("bind 127.0.0.1:{http}"))
+        } else if t.starts_with("bind :443 ssl ") {
+            Some(format!("bind 127.0.0.1:{https}"))
+        } else if t.starts_with("http-request redirect scheme https ") || t.starts_with("ssl-") {
+            Some(String::new())
+        } else if t.starts_with("log /dev/log") {
+            // No syslog socket in a test: no log lines, the proxy otherwise as shipped.
+            Some(String::new())
+        } else {
+            None
+        };
+        match replaced {
+            Some(r) => out.push_str(&format!("    {r}\n")),
+            None => {
+                out.push_str(line);
+                out.push('\n');
+            }
         }
     }
-
-    fn connect(&self) -> TcpStream {
-        let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None)
-            .expect("a socket");
-        socket
-            .bind(&SocketAddr::new(self.ip, 0).into())
-            .expect("bind the browser's loopback address");
-        socket
-            .connect(&self.proxy.into())
-            .expect("connect to nginx");
-        let stream: TcpStream = socket.into();
-        stream
-            .set_read_timeout(Some(Duration::from_secs(20)))
-            .unwrap();
-        stream
+    for must in ["127.0.0.1:8080 ", "bind :443", "redirect scheme https"] {
+        assert!(!out.contains(must), "the substitution missed {must:?}");
     }
+    out
+}
 
-    fn request(
-        &self,
-        method: &str,
-        path: &str,
-        headers: &[(&str, &str)],
-        body: &[u8],
-    ) -> common::Response {
-        let mut stream = self.connect();
-        let mut head = format!(
-            "{method} {path} HTTP/1.1\r\nHost: console.example.com\r\nConnection: close\r\n"
+/// Starts consoled with the client-address settings of `contrib/consoled.env` (the header
+/// given) and the scenario's limits, then the proxy in front, then runs the scenario with
+/// browsers at `{net}.2` to `{net}.5`.
+fn counted_by_own_address(
+    proxy_name: &str,
+    start: fn(&Path, SocketAddr) -> Proxy,
+    header: &str,
+    net: &str,
+) {
+    let Some(bin) = find(proxy_name) else {
+        println!(
+            "SKIPPED: {proxy_name} is not installed (as root, `make test` installs Debian's \
+             {proxy_name} through scripts/proxy-deps.sh; or apt-get install {proxy_name})"
         );
-        for (n, v) in headers {
-            head.push_str(&format!("{n}: {v}\r\n"));
-        }
-        if method == "POST" {
-            head.push_str(&format!("Content-Length: {}\r\n", body.len()));
-        }
-        head.push_str("\r\n");
-        stream.write_all(head.as_bytes()).unwrap();
-        stream.write_all(body).unwrap();
-        common::read_response(&mut BufReader::new(stream))
-    }
-
-    /// A failed sign-in (an unknown address each time, so that only the per-client budget
-    /// fills), with extra headers; its status.
-    fn failed_login(&mut self, headers: &[(&str, &str)]) -> u16 {
-        if self.csrf.is_none() {
-            let r = self.request("GET", "/auth/csrf", &[], b"");
-            assert_eq!(r.status, 204, "GET /auth/csrf through nginx");
-            let cookie = r
-                .set_cookie("svc_csrf")
-                .expect("the CSRF cookie")
-                .to_string();
-            self.csrf = Some(
-                cookie
-                    .split(';')
-                    .next()
-                    .unwrap()
-                    .split_once('=')
-                    .unwrap()
-                    .1
-                    .into(),
-            );
-        }
-        let csrf = self.csrf.clone().unwrap();
-        let cookie = format!("svc_csrf={csrf}");
-        let body = json!({"email": common::unique_email(), "password": "not the password"});
-        let mut all = vec![
-            ("Content-Type", "application/json"),
-            ("X-CSRF-Token", csrf.as_str()),
-            ("Cookie", cookie.as_str()),
-        ];
-        all.extend_from_slice(headers);
-        self.request("POST", "/auth/login", &all, body.to_string().as_bytes())
-            .status
-    }
-
-    /// Opens `GET /v1/events` with the session cookie and extra headers.
-    fn stream(&self, session: &str, headers: &[(&str, &str)]) -> sse::Sse {
-        let cookie = format!("svc_session={session}");
-        let mut all = vec![("Cookie", cookie.as_str())];
-        all.extend_from_slice(headers);
-        sse::open_on(self.connect(), self.proxy, &all)
-    }
+        return;
+    };
+    let trusted = env_setting("CONSOLED_TRUSTED_PROXIES");
+    let mut settings = vec![
+        ("CONSOLED_CLIENT_IP_HEADER", header),
+        ("CONSOLED_TRUSTED_PROXIES", trusted.as_str()),
+    ];
+    settings.extend(browsers::LIMITS);
+    let server = common::binary::Spawned::start(env!("CARGO_BIN_EXE_consoled"), &settings);
+    let proxy = start(&bin, server.addr);
+    browsers::each_browser_is_counted_by_its_own_address(server.addr, proxy.addr, net);
 }
-
-/// Headers a browser might send to be counted as someone else.
-const FORGED: [[(&str, &str); 2]; 3] = [
-    [("X-Real-IP", "9.9.9.9"), ("X-Forwarded-For", "9.9.9.9")],
-    [("X-Real-IP", "127.0.0.9"), ("X-Forwarded-For", "127.0.0.9")],
-    [
-        ("X-Forwarded-For", "8.8.8.8, 127.0.0.1"),
-        ("X-Real-IP", "127.0.0.1"),
-    ],
-];
 
 /// As `contrib/consoled.env` ships it: `X-Real-IP`.
 #[test]
 fn behind_the_shipped_nginx_each_browser_is_counted_by_its_own_address() {
-    counted_by_own_address(&env_setting("CONSOLED_CLIENT_IP_HEADER"), "127.0.0");
+    let header = env_setting("CONSOLED_CLIENT_IP_HEADER");
+    counted_by_own_address("nginx", Proxy::nginx, &header, "127.0.0");
 }
 
 /// The other shape `contrib/nginx.conf` supports: consoled's default header, `X-Forwarded-For`.
 #[test]
 fn behind_the_shipped_nginx_with_x_forwarded_for_each_browser_is_counted_too() {
-    counted_by_own_address("X-Forwarded-For", "127.0.1");
+    counted_by_own_address("nginx", Proxy::nginx, "X-Forwarded-For", "127.0.1");
 }
 
-/// The browsers connect from `{net}.2` to `{net}.5`.
-fn counted_by_own_address(header: &str, net: &str) {
-    let Some(nginx) = find_nginx() else {
-        println!(
-            "SKIPPED: nginx is not installed (as root, `make test` installs Debian's nginx \
-             through scripts/proxy-deps.sh; or apt-get install nginx)"
-        );
-        return;
-    };
-    let trusted = env_setting("CONSOLED_TRUSTED_PROXIES");
-    // 8 streams on the instance, a quarter per address: 2 streams each. 3 failed sign-ins per
-    // address, whatever the accounts.
-    let server = common::binary::Spawned::start(
-        env!("CARGO_BIN_EXE_consoled"),
-        &[
-            ("CONSOLED_CLIENT_IP_HEADER", header),
-            ("CONSOLED_TRUSTED_PROXIES", &trusted),
-            ("CONSOLED_MAX_STREAMS", "8"),
-            ("CONSOLED_CLIENT_SHARE", "0.25"),
-            ("CONSOLED_LOGIN_FAILURES_PER_CLIENT", "3"),
-        ],
-    );
-    let proxy = Nginx::start(&nginx, server.addr);
+#[test]
+fn behind_the_shipped_haproxy_each_browser_is_counted_by_its_own_address() {
+    let header = env_setting("CONSOLED_CLIENT_IP_HEADER");
+    counted_by_own_address("haproxy", Proxy::haproxy, &header, "127.0.2");
+}
 
-    // /auth/: the first browser spends its failed sign-ins; forged headers do not reset them.
-    let mut a = Browser::new(&format!("{net}.2"), proxy.addr);
-    for _ in 0..3 {
-        assert_eq!(a.failed_login(&[]), 401);
-    }
-    assert_eq!(a.failed_login(&[]), 429, "the fourth failure from {net}.2");
-    for forged in &FORGED {
-        assert_eq!(
-            a.failed_login(forged),
-            429,
-            "{net}.2 escaped its sign-in limit by sending {forged:?}"
-        );
-    }
-    // The second browser is not counted as the first, and cannot spend the first's budget.
-    let mut b = Browser::new(&format!("{net}.3"), proxy.addr);
-    let a_ip = format!("{net}.2");
-    assert_eq!(b.failed_login(&[("X-Real-IP", &a_ip)]), 401);
-    assert_eq!(b.failed_login(&[("X-Forwarded-For", &a_ip)]), 401);
-    assert_eq!(b.failed_login(&[]), 401);
-    assert_eq!(b.failed_login(&[]), 429, "the fourth failure from {net}.3");
-
-    // /v1/events: one user's session (its limit of 10 streams is not what is tested here).
-    let mut direct = common::Client::new(server.addr);
-    direct.signup();
-    let session = direct.cookies["svc_session"].clone();
-    let c = Browser::new(&format!("{net}.4"), proxy.addr);
-    let mut held: Vec<sse::Sse> = Vec::new();
-    for _ in 0..2 {
-        let s = c.stream(&session, &[]);
-        assert_eq!(s.status, 200, "{}", s.head);
-        held.push(s);
-    }
-    assert_eq!(
-        c.stream(&session, &[]).status,
-        429,
-        "a third stream from {net}.4"
-    );
-    for forged in &FORGED {
-        let s = c.stream(&session, forged);
-        assert_eq!(
-            s.status, 429,
-            "{net}.4 opened a third stream by sending {forged:?}"
-        );
-    }
-    // Another browser opens its own two, whatever it claims to be.
-    let d = Browser::new(&format!("{net}.5"), proxy.addr);
-    let c_ip = format!("{net}.4");
-    let first = d.stream(
-        &session,
-        &[("X-Real-IP", &c_ip), ("X-Forwarded-For", &c_ip)],
-    );
-    assert_eq!(
-        first.status, 200,
-        "{net}.5 counted as {net}.4: {}",
-        first.head
-    );
-    held.push(first);
-    let second = d.stream(&session, &[]);
-    assert_eq!(second.status, 200, "{}", second.head);
-    held.push(second);
-    assert_eq!(
-        d.stream(&session, &[]).status,
-        429,
-        "a third stream from {net}.5"
-    );
+#[test]
+fn behind_the_shipped_haproxy_with_x_forwarded_for_each_browser_is_counted_too() {
+    counted_by_own_address("haproxy", Proxy::haproxy, "X-Forwarded-For", "127.0.3");
 }
