@@ -187,6 +187,10 @@ fn the_operators_files_name_only_files_that_exist() {
         ("docs/OPERATIONS.md", include_str!("../docs/OPERATIONS.md")),
         ("contrib/nginx.conf", include_str!("../contrib/nginx.conf")),
         (
+            "contrib/haproxy.cfg",
+            include_str!("../contrib/haproxy.cfg"),
+        ),
+        (
             "contrib/consoled.env",
             include_str!("../contrib/consoled.env"),
         ),
