@@ -12,7 +12,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use env::{invalid, Env};
+use env::{check_database_url, invalid, parse_nets, url_var, Env};
 
 /// OAuth client settings and endpoints of one identity provider.
 #[derive(Clone)]
@@ -381,59 +381,6 @@ fn provider(env: &Env, name: &str, defaults: [&str; 3]) -> Option<ProviderConfig
             .trim_end_matches('/')
             .to_string(),
     })
-}
-
-fn url_var(env: &Env, name: &str, default: &str) -> Result<String, ConfigError> {
-    let value = env.get(name).unwrap_or_else(|| default.to_string());
-    if !(value.starts_with("http://") || value.starts_with("https://")) {
-        return Err(invalid(
-            name,
-            &value,
-            "an http:// or https:// URL such as https://console.example.com",
-        ));
-    }
-    Ok(value.trim_end_matches('/').to_string())
-}
-
-/// Comma-separated addresses and ranges: `127.0.0.1, 10.0.0.0/8, 2001:db8::/32`.
-fn parse_nets(list: &str) -> Result<Vec<crate::http::net::Net>, ConfigError> {
-    list.split(',')
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .map(|s| {
-            s.parse().map_err(|e: crate::http::net::BadNet| {
-                invalid(
-                    "CONSOLED_TRUSTED_PROXIES",
-                    list,
-                    &format!(
-                        "comma-separated IP addresses or CIDR ranges such as \
-                         127.0.0.1,10.0.0.0/8,fd00::/8 ({s:?}: {})",
-                        e.0
-                    ),
-                )
-            })
-        })
-        .collect()
-}
-
-/// DATABASE_URL must be a connection string the PostgreSQL client reads, checked before any
-/// attempt to connect (a typo would otherwise be retried as if the database were away). The
-/// value is shown with its password hidden, or not at all when it may hold one unmarked.
-fn check_database_url(url: &str) -> Result<(), ConfigError> {
-    let Err(e) = url.parse::<postgres::Config>() else {
-        return Ok(());
-    };
-    let shown = if url.contains("://") {
-        format!("DATABASE_URL={:?}", redact_url(url))
-    } else if url.to_ascii_lowercase().contains("password") {
-        "DATABASE_URL (value not shown: it may hold a password)".to_string()
-    } else {
-        format!("DATABASE_URL={url:?}")
-    };
-    Err(ConfigError(format!(
-        "{shown} is not valid: expected a PostgreSQL URL such as \
-         postgres://user:password@127.0.0.1:5432/consoled ({e})"
-    )))
 }
 
 #[cfg(test)]
