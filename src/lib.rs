@@ -103,9 +103,10 @@ pub fn serve(config: Config) -> Result<Service, Failure> {
 
 /// Like `serve`, on a listener the caller bound (tests bind port 0).
 pub fn serve_on(config: Config, listener: std::net::TcpListener) -> Result<Service, Failure> {
+    // The mail settings are configuration, checked before waiting on the database.
+    let mailer = mail::Mailer::from_config(&config).map_err(Failure::config)?;
     migrate(&config, Duration::from_secs(30))?;
     let pool = db::pool(&config)?;
-    let mailer = mail::Mailer::from_config(&config)?;
     let origins = config.origins().to_vec();
     let capacity = capacity::Capacity::derive(&config);
     let app = Arc::new(App {

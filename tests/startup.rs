@@ -199,3 +199,36 @@ fn unknown_settings_and_an_unusable_rust_log_are_named_at_start() {
         "{line}"
     );
 }
+
+/// The mail settings are configuration too: checked before the database is waited for.
+#[test]
+fn bad_mail_settings_are_configuration_errors_named_before_the_database() {
+    let away = "postgres://postgres@127.0.0.1:1/consoled";
+    for (name, value, form) in [
+        (
+            "CONSOLED_SMTP_URL",
+            "smtp://u:pw-3kq@[bad",
+            "expected smtp:// or smtps://",
+        ),
+        (
+            "CONSOLED_MAIL_FROM",
+            "not an address",
+            "expected a mail address",
+        ),
+    ] {
+        let started = Instant::now();
+        let out = Command::new(env!("CARGO_BIN_EXE_consoled"))
+            .arg("serve")
+            .env("DATABASE_URL", away)
+            .env("CONSOLED_LISTEN", "127.0.0.1:0")
+            .env(name, value)
+            .env_remove("RUST_LOG")
+            .output()
+            .unwrap();
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(EXIT_CONFIG), "{err}");
+        assert!(started.elapsed() < Duration::from_secs(5), "{err}");
+        assert!(err.contains(name) && err.contains(form), "{err}");
+        assert!(!err.contains("pw-3kq"), "the password was printed: {err}");
+    }
+}

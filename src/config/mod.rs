@@ -137,14 +137,15 @@ impl fmt::Debug for Config {
     }
 }
 
-/// Hides the password of `scheme://user:password@host/...`.
+/// Hides the password of `scheme://user:password@host/...`, even one with an unencoded `/` (the
+/// user information ends at the last `@` before the query).
 pub fn redact_url(url: &str) -> String {
     let Some(scheme_end) = url.find("://") else {
         return url.to_string();
     };
     let rest = &url[scheme_end + 3..];
-    let authority_end = rest.find('/').unwrap_or(rest.len());
-    match rest[..authority_end].rfind('@') {
+    let before_query = rest.find('?').unwrap_or(rest.len());
+    match rest[..before_query].rfind('@') {
         Some(at) => match rest[..at].find(':') {
             Some(colon) => format!(
                 "{}{}:<redacted>{}",

@@ -206,3 +206,22 @@ fn trusted_proxies_take_ranges() {
     let client = source.resolve(Some("127.0.0.1".parse().unwrap()), &headers);
     assert_eq!(client, Some("203.0.113.9".parse().unwrap()));
 }
+
+#[test]
+fn urls_are_shown_without_their_password() {
+    for (url, shown) in [
+        ("postgres://u:hunter2@h/db", "postgres://u:<redacted>@h/db"),
+        (
+            "postgres://u:hun/ter2@h:5432/db",
+            "postgres://u:<redacted>@h:5432/db",
+        ),
+        (
+            "smtp://u:hunter2@h?tls=none",
+            "smtp://u:<redacted>@h?tls=none",
+        ),
+        ("postgres://u@h/db", "postgres://u@h/db"),
+        ("postgres://h/db", "postgres://h/db"),
+    ] {
+        assert_eq!(redact_url(url), shown);
+    }
+}
