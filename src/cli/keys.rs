@@ -1,5 +1,6 @@
 //! `consoled keys generate` and `consoled mfa reset` (`keys rotate` is `keys::reseal::rotate`).
 
+use crate::logging::security::Event;
 use std::collections::HashMap;
 
 use serde_json::{json, Value};
@@ -39,6 +40,8 @@ pub fn mfa_reset(config: &Config, flags: &HashMap<String, String>) -> Result<Val
         outbox::enqueue(&mut tx, "mfa_disabled", user.id, &user.email).map_err(db)?;
     }
     tx.commit().map_err(db)?;
-    log::info!("mfa reset by the operator user_id={}", user.id);
+    // A security event like the user's own `mfa_disabled`, marked as the operator's.
+    let by = [("by", "operator".into())];
+    crate::logging::security::event(Event::MfaDisabled, None, Some(user.id), &by);
     Ok(json!({ "user_id": user.id, "mfa_enabled": false, "sessions_ended": ended }))
 }
