@@ -31,8 +31,10 @@ pub struct Metrics {
     pub mails_sent: AtomicU64,
     pub mail_failures: AtomicU64,
     pub connections_refused: AtomicU64,
-    /// Connections the guard could not find the socket of (closed at once; should stay 0).
+    /// Accepted connections whose socket was not known (closed at once; should stay 0).
     pub connections_unguarded: AtomicU64,
+    /// Connections whose first request came from another peer than their socket's (never seen).
+    pub connections_mismatched: AtomicU64,
     pub connections_idle_closed: AtomicU64,
     pub heads_timed_out: AtomicU64,
     pub heads_too_large: AtomicU64,
@@ -163,8 +165,13 @@ impl Metrics {
             ),
             (
                 "consoled_connections_unguarded_total",
-                "Accepted connections closed because their socket could not be found.",
+                "Accepted connections closed because their socket was not known.",
                 &self.connections_unguarded,
+            ),
+            (
+                "consoled_connections_mismatched_total",
+                "Connections closed because their socket's peer was not their request's.",
+                &self.connections_mismatched,
             ),
             (
                 "consoled_connections_idle_closed_total",

@@ -1,5 +1,5 @@
-//! The accept loop: takes each connection through tiny_http, finds its socket for the guard,
-//! and gives it a thread — unless this process is at its capacity (503) or the client's address
+//! The accept loop: takes each connection through tiny_http, learns its socket exactly
+//! (`accepted`: the descriptor tiny_http's accept returned on this thread), and gives it a thread — unless this process is at its capacity (503) or the client's address
 //! holds its share of connections (429). Either refusal is a complete JSON response written
 //! without a thread and followed by a clean end (the 503's socket lingers, `linger`; tiny_http
 //! shuts the 429's), and each kind is logged once per episode, not once per connection.
@@ -17,7 +17,7 @@ use crossbeam_channel::Sender;
 use super::conn::{self, Incoming};
 use super::guard::Guard;
 use super::linger::Lingering;
-use super::{sock, wire, Full, Shared};
+use super::{accepted, sock, wire, Full, Shared};
 use crate::error::{ApiError, Code};
 use crate::shares::Ticket;
 
@@ -46,7 +46,6 @@ impl Once {
 
 pub fn run(
     listener: &TcpListener,
-    mark: Duration,
     guard: &Arc<Guard>,
     queue: Sender<Incoming>,
     shared: &Arc<Shared>,
@@ -101,7 +100,7 @@ pub fn run(
         }
         full.clear();
         full_since = None;
-        accept_one(listener, &tiny, mark, guard, &queue, shared);
+        accept_one(&tiny, guard, &queue, shared);
     }
     log::debug!("accept loop stopped");
 }
@@ -142,28 +141,21 @@ struct Tiny {
     ssl: tiny_http::SslContextWrap,
 }
 
-fn accept_one(
-    listener: &TcpListener,
-    tiny: &Tiny,
-    mark: Duration,
-    guard: &Arc<Guard>,
-    queue: &Sender<Incoming>,
-    shared: &Arc<Shared>,
-) {
+fn accept_one(tiny: &Tiny, guard: &Arc<Guard>, queue: &Sender<Incoming>, shared: &Arc<Shared>) {
     let metrics = &shared.app.metrics;
-    // Where tiny_http's accept will most likely put the new socket.
-    let hint = sock::lowest_free(listener.as_raw_fd()).ok();
+    accepted::clear();
     let client = match tiny_http::Server::accept_connection(&tiny.listener, &tiny.ssl) {
         Ok(Some(client)) => client,
         Ok(None) => return,
         Err(e) => return accept_failed(&e),
     };
-    // Find the socket and give it its real read time-out (which removes the mark); a
-    // connection we cannot guard is not served.
-    let fd = sock::find_fresh(listener, mark, hint)
+    // The descriptor tiny_http's accept just returned on this thread: the connection's write
+    // half, which it keeps open as long as the connection lives. A connection whose socket we
+    // do not know (never seen: see `accepted::check_linked`) is not served.
+    let fd = accepted::take(tiny.listener.as_raw_fd())
         .filter(|&fd| sock::set_read_timeout(fd, shared.app.config.read_timeout).is_ok());
     let Some(fd) = fd else {
-        log::warn!("closed an accepted connection whose socket could not be found");
+        log::warn!("closed an accepted connection whose socket is not known");
         metrics
             .connections_unguarded
             .fetch_add(1, Ordering::Relaxed);

@@ -41,8 +41,8 @@ pub enum Outcome {
     Close,
 }
 
-/// Serves one connection until it closes; `fd` is one of its two descriptors (see
-/// `sock::find_fresh`). Returns whether it became a stream (and so gave up tiny_http's read half
+/// Serves one connection until it closes; `fd` is the descriptor its accept returned (the write
+/// half, open as long as tiny_http's connection or a response writer of it lives). Returns whether it became a stream (and so gave up tiny_http's read half
 /// and its descriptor early).
 pub fn serve(
     mut requests: impl Iterator<Item = Result<tiny_http::Request, impl std::fmt::Debug>>,
@@ -62,6 +62,15 @@ pub fn serve(
         };
         let mut rq = match next {
             None => return false,
+            Some(Ok(rq)) if first && !same_client(&rq, fd) => {
+                // Never seen (the accept told us `fd`): a connection that is not the socket we
+                // watch is closed unanswered and counted, never served on a socket not its own.
+                log::error!("a connection's socket does not match its request; closing it");
+                app.metrics
+                    .connections_mismatched
+                    .fetch_add(1, Ordering::Relaxed);
+                return false;
+            }
             Some(Ok(rq)) => rq,
             // tiny_http has answered a malformed head with 400; nothing follows it.
             Some(Err(e)) => {
@@ -116,21 +125,10 @@ pub fn serve(
         match rx.recv() {
             Ok(Outcome::Answered) => continue,
             Ok(Outcome::Stream(start)) => {
-                // The read half goes (its descriptor closes); the stream writes on the other,
-                // the one descriptor that is still this connection.
-                let ends = sock::ends(fd);
+                // The read half goes (its descriptor closes); the stream writes on `fd`, the
+                // write half, which the stream's writer keeps open.
                 drop(requests);
                 shared.fds.fetch_sub(1, Ordering::SeqCst);
-                let fd = match ends {
-                    Some(ends) if sock::ends(fd) == Some(ends) => Some(fd),
-                    // `fd` was the read half: find the write half by the connection's ends.
-                    Some(ends) => sock::find_by_ends(ends),
-                    None => None,
-                };
-                let Some(fd) = fd else {
-                    log::error!("a stream's socket could not be told apart; closing it");
-                    return true;
-                };
                 let stopping = &app.stopping;
                 stream::run(*start, fd, &shared.watcher, stopping, &app.metrics);
                 return true;
@@ -138,6 +136,12 @@ pub fn serve(
             Ok(Outcome::Close) | Err(_) => return false,
         }
     }
+}
+
+/// Whether `fd` is the socket `rq` came on: its peer is the request's.
+fn same_client(rq: &tiny_http::Request, fd: RawFd) -> bool {
+    rq.remote_addr()
+        .is_some_and(|a| sock::peer_addr(fd).is_ok_and(|p| p == *a))
 }
 
 /// Whether the connection comes from a trusted proxy (which carries many clients).

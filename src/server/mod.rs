@@ -33,6 +33,8 @@ use crate::events::End;
 use crate::shares::Shares;
 
 mod accept;
+#[allow(unsafe_code)]
+mod accepted;
 mod conn;
 mod guard;
 mod head;
@@ -91,10 +93,8 @@ impl Shared {
     }
 }
 
-/// Listening socket with the options its accepted sockets inherit.
-/// `read_timeout` must be the `read_timeout` the server will be started with: the listener
-/// carries it plus the mark by which the accept loop finds each new socket (see `sock`), set
-/// before `listen` so that no connection arrives unmarked.
+/// Listening socket with the options its accepted sockets inherit (Linux copies the time-outs
+/// into each connection): `read_timeout` is the one the server will be started with.
 pub fn bind(addr: SocketAddr, read_timeout: Duration) -> io::Result<TcpListener> {
     let socket = Socket::new(Domain::for_address(addr), Type::STREAM, None)?;
     socket.set_reuse_address(true)?;
@@ -103,9 +103,10 @@ pub fn bind(addr: SocketAddr, read_timeout: Duration) -> io::Result<TcpListener>
         socket.set_only_v6(false)?;
     }
     // Inherited by accepted sockets on Linux. Write: a client that stops reading cannot hold a
-    // writer longer than this. Read: marked here, set to `read_timeout` once accepted.
+    // writer longer than this. Read: set again on each accepted socket (`accept`), so that a
+    // listener bound elsewhere serves with the configured time-out too.
     socket.set_write_timeout(Some(Duration::from_secs(10)))?;
-    socket.set_read_timeout(Some(read_timeout + sock::MARK))?;
+    socket.set_read_timeout(Some(read_timeout))?;
     socket.bind(&addr.into())?;
     // A reconnect storm after a restart arrives at once; the kernel caps this at somaxconn.
     socket.listen(4096)?;
@@ -115,7 +116,8 @@ pub fn bind(addr: SocketAddr, read_timeout: Duration) -> io::Result<TcpListener>
 impl Server {
     pub fn start(app: Arc<App>, listener: TcpListener) -> io::Result<Server> {
         let addr = listener.local_addr()?;
-        let mark = sock::listener_mark(&listener, app.config.read_timeout)?;
+        // Without our `accept4` the accept loop could not know a connection's socket.
+        accepted::check_linked()?;
         let guard = Guard::new(Limits {
             head: app.config.header_timeout,
             keep_alive: app.config.keep_alive,
@@ -134,7 +136,7 @@ impl Server {
         let accept_shared = shared.clone();
         thread::Builder::new()
             .name("accept".into())
-            .spawn(move || accept::run(&listener, mark, &guard, tx, &accept_shared))?;
+            .spawn(move || accept::run(&listener, &guard, tx, &accept_shared))?;
         let workers = (0..app.config.workers)
             .map(|i| {
                 let shared = shared.clone();

@@ -1,5 +1,5 @@
-//! How the server's own threads are scheduled: the two calls to the kernel's scheduler, beside
-//! `sock.rs` the only unsafe code of the crate.
+//! How the server's own threads are scheduled: the two calls to the kernel's scheduler (with
+//! `sock.rs` and `accepted.rs`, the only unsafe code of the crate).
 
 use std::io;
 
