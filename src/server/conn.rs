@@ -79,12 +79,13 @@ pub fn serve(
             }
         };
         first = false;
+        let lines = head::lines(&rq, &app.config.client_source.header);
         let body = if app.stopping.load(Ordering::SeqCst) {
             Err(ApiError::new(Code::Unavailable).message("The server is shutting down."))
         } else if too_large {
             Err(ApiError::new(Code::HeaderTooLarge)
                 .message("The request head is larger than 16 KiB."))
-        } else if let Err(e) = framing(&rq) {
+        } else if let Err(e) = framing(&rq, &lines) {
             // No trustworthy end of this request: answered, then the connection closes.
             Err(e)
         } else {
@@ -98,7 +99,7 @@ pub fn serve(
             }
         };
         let started = Instant::now();
-        let req = head::read_request(&rq, body, &app.config.client_source.header);
+        let req = head::read_request(&rq, lines, body);
         // A route's screen may refuse the request here, from memory, without a worker: a flood
         // that is already refused costs its connection's thread and nothing else.
         if let Some((route, e)) = req.as_ref().ok().and_then(|req| router::screen(app, req)) {
@@ -166,14 +167,10 @@ fn refuse_unread(rq: tiny_http::Request, e: &ApiError, conn: &Arc<Conn>, shared:
 }
 
 /// RFC 9112 framing of the head (src/http/framing.rs).
-fn framing(rq: &tiny_http::Request) -> Result<(), ApiError> {
+fn framing(rq: &tiny_http::Request, lines: &[(String, String)]) -> Result<(), ApiError> {
     let version = rq.http_version();
-    let headers = rq.headers();
-    crate::http::framing::check(&crate::http::framing::Head {
-        version: (version.0, version.1),
-        host: headers.get("Host").map(|v| v.as_ref().as_str()),
-        content_length: headers.get("Content-Length").map(|v| v.as_ref().as_str()),
-    })
+    let head = crate::http::framing::Head::of((version.0, version.1), lines);
+    crate::http::framing::check(&head)
 }
 
 /// After `timeout`, a body must keep arriving at this rate (Apache's `MinRate=500`).
