@@ -80,38 +80,63 @@ pub fn serve(
         };
         first = false;
         let lines = head::lines(&rq, &app.config.client_source.header);
-        let body = if app.stopping.load(Ordering::SeqCst) {
-            Err(ApiError::new(Code::Unavailable).message("The server is shutting down."))
+        let refused = if app.stopping.load(Ordering::SeqCst) {
+            Some(ApiError::new(Code::Unavailable).message("The server is shutting down."))
         } else if too_large {
-            Err(ApiError::new(Code::HeaderTooLarge)
-                .message("The request head is larger than 16 KiB."))
-        } else if let Err(e) = framing(&rq, &lines) {
-            // No trustworthy end of this request: answered, then the connection closes.
-            Err(e)
+            Some(
+                ApiError::new(Code::HeaderTooLarge)
+                    .message("The request head is larger than 16 KiB."),
+            )
         } else {
-            read_body(&mut rq, app.config.body_timeout)
+            // No trustworthy end of this request: answered, then the connection closes.
+            framing(&rq, &lines).err()
         };
-        let body = match body {
+        if let Some(e) = refused {
+            refuse_unread(rq, &e, conn, shared);
+            return false;
+        }
+        let mut req = head::read_request(&rq, lines, Vec::new());
+        // A route's screen may refuse the request here, from the head and memory, without a
+        // worker: a flood that is already refused costs its connection's thread and nothing
+        // else. It looks before the body is asked for (`100 Continue`) or read.
+        if let Some((route, e)) = req.as_ref().ok().and_then(|req| router::screen(app, req)) {
+            let started = Instant::now();
+            let done = conn.begin();
+            if !lowered && !from_proxy(&rq, app) {
+                lowered = sched::lowest_priority().is_ok();
+            }
+            super::worker::log_error(route, &e);
+            if expects_continue(&rq) {
+                // The client waits for our word before it sends the body: it gets the refusal
+                // instead of `100 Continue`, and the connection ends (a body sent anyway is never
+                // read as a request). Our read side goes first, so that tiny_http does not wait
+                // for that body to discard it.
+                sock::shutdown(fd, std::net::Shutdown::Read);
+                super::worker::answer(shared, rq, route, Response::from_error(&e), started);
+                return false;
+            }
+            // The client sends its body anyway: read (bounded as always) so that the connection
+            // can carry the next request.
+            if let Err(body_error) = read_body(&mut rq, app.config.body_timeout) {
+                drop(done);
+                refuse_unread(rq, &body_error, conn, shared);
+                return false;
+            }
+            super::worker::answer(shared, rq, route, Response::from_error(&e), started);
+            drop(done);
+            continue;
+        }
+        let body = match read_body(&mut rq, app.config.body_timeout) {
             Ok(body) => body,
             Err(e) => {
                 refuse_unread(rq, &e, conn, shared);
                 return false;
             }
         };
-        let started = Instant::now();
-        let req = head::read_request(&rq, lines, body);
-        // A route's screen may refuse the request here, from memory, without a worker: a flood
-        // that is already refused costs its connection's thread and nothing else.
-        if let Some((route, e)) = req.as_ref().ok().and_then(|req| router::screen(app, req)) {
-            let done = conn.begin();
-            if !lowered && !from_proxy(&rq, app) {
-                lowered = sched::lowest_priority().is_ok();
-            }
-            super::worker::log_error(route, &e);
-            super::worker::answer(shared, rq, route, Response::from_error(&e), started);
-            drop(done);
-            continue;
+        if let Ok(req) = req.as_mut() {
+            req.body = body;
         }
+        let started = Instant::now();
         let (tx, rx) = bounded(1);
         let incoming = Incoming {
             rq,
@@ -143,6 +168,12 @@ pub fn serve(
 fn same_client(rq: &tiny_http::Request, fd: RawFd) -> bool {
     rq.remote_addr()
         .is_some_and(|a| sock::peer_addr(fd).is_ok_and(|p| p == *a))
+}
+
+/// Whether the client waits for `100 Continue` before it sends the body (tiny_http_fork lets
+/// only `Expect: 100-continue` through; it answers any other expectation 417 itself).
+fn expects_continue(rq: &tiny_http::Request) -> bool {
+    rq.headers().get("Expect").is_some() && rq.body_length() != Some(0)
 }
 
 /// Whether the connection comes from a trusted proxy (which carries many clients).
