@@ -27,7 +27,7 @@ pub struct App {
     /// What this process can hold (connections, streams), derived at start.
     pub capacity: Capacity,
     /// Streams held per client address.
-    pub stream_shares: Arc<crate::shares::Shares<crate::http::client::Client>>,
+    pub stream_shares: Arc<crate::shares::Shares>,
 }
 
 /// What a handler produces: a complete response, or an event stream to hand to its own thread.

@@ -13,7 +13,6 @@ use crate::db::tokens::{self, ApiToken};
 use crate::db::{self, visibility};
 use crate::error::{ApiError, ApiResult, Code};
 use crate::events::{Lease, Scope, StreamPlan, Timing};
-use crate::http::client::Client;
 use crate::http::Request;
 use crate::shares::Ticket;
 
@@ -83,7 +82,7 @@ pub fn get(app: &App, req: &Request) -> ApiResult<Reply> {
 /// Refuses a stream while this instance holds as many as it can (503), or while the client's
 /// address holds its share of them (429), before any lease is taken. Concurrent requests can
 /// pass the overall check by at most one per worker.
-fn admit(app: &App, req: &Request) -> ApiResult<Ticket<Client>> {
+fn admit(app: &App, req: &Request) -> ApiResult<Ticket> {
     let open = app.metrics.streams_open.load(Ordering::Relaxed);
     if open >= app.capacity.max_streams as u64 {
         return Err(ApiError::new(Code::Unavailable).message(

@@ -22,7 +22,6 @@ use serde::{Deserialize, Serialize};
 use std::sync::atomic::AtomicBool;
 
 use crate::db;
-use crate::http::client::Client;
 use crate::metrics::Metrics;
 use crate::shares::Ticket;
 
@@ -76,7 +75,7 @@ impl Change {
 pub struct StreamPlan {
     sub: Subscription,
     _lease: Lease,
-    _share: Ticket<Client>,
+    _share: Ticket,
     timing: Timing,
     metrics: Arc<Metrics>,
 }
@@ -86,7 +85,7 @@ impl StreamPlan {
     pub fn new(
         sub: Subscription,
         lease: Lease,
-        share: Ticket<Client>,
+        share: Ticket,
         timing: Timing,
         metrics: Arc<Metrics>,
     ) -> StreamPlan {

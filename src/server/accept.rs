@@ -19,6 +19,7 @@ use super::guard::Guard;
 use super::linger::Lingering;
 use super::{accepted, sock, wire, Full, Shared};
 use crate::error::{ApiError, Code};
+use crate::http::client::Client;
 use crate::shares::Ticket;
 
 /// Stack of a connection thread: tiny_http's head parser, our body reader and, for a stream,
@@ -163,7 +164,7 @@ fn accept_one(tiny: &Tiny, guard: &Arc<Guard>, queue: &Sender<Incoming>, shared:
     };
     let Ok(share) = take_share(fd, shared) else {
         let e = ApiError::rate_limited(5).message(format!(
-            "This address holds as many connections as one address may ({}); try again shortly.",
+            "This client address holds as many connections as one client may ({}); try again shortly.",
             shared.conn_shares.limit()
         ));
         let _ = sock::send_now(fd, &wire::error(&e));
@@ -200,7 +201,8 @@ fn accept_one(tiny: &Tiny, guard: &Arc<Guard>, queue: &Sender<Incoming>, shared:
     }
 }
 
-/// The client address's share of connections; trusted proxies carry many clients and have none.
+/// The client's share of connections (an IPv6 client counts by its /64, as for every other
+/// count); trusted proxies carry many clients and have none.
 fn take_share(fd: i32, shared: &Shared) -> Result<Option<Ticket>, ()> {
     let ip: IpAddr = match sock::peer_addr(fd) {
         Ok(addr) => addr.ip().to_canonical(),
@@ -209,5 +211,9 @@ fn take_share(fd: i32, shared: &Shared) -> Result<Option<Ticket>, ()> {
     if shared.app.config.client_source.is_proxy(ip) {
         return Ok(None);
     }
-    shared.conn_shares.take(ip).map(Some).ok_or(())
+    shared
+        .conn_shares
+        .take(Client::of(Some(ip)))
+        .map(Some)
+        .ok_or(())
 }
