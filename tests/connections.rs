@@ -416,6 +416,7 @@ fn an_ipv6_slash_64_is_one_client_for_the_connection_share() {
                 "--nocapture",
             ])
             .env(IN_NAMESPACE, "1")
+            .env("CONSOLED_TEST_DATABASE_SUFFIX", "_netns")
             .env("DATABASE_URL", url)
             .output()
             .expect("unshare runs");

@@ -5,7 +5,7 @@
 //! shuts the 429's), and each kind is logged once per episode, not once per connection.
 
 use std::io;
-use std::net::{IpAddr, TcpListener};
+use std::net::{SocketAddr, TcpListener};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -17,7 +17,7 @@ use crossbeam_channel::Sender;
 use super::conn::{self, Incoming};
 use super::guard::Guard;
 use super::linger::Lingering;
-use super::{accepted, sock, wire, Full, Shared};
+use super::{accepted, exit, sock, Full, Shared};
 use crate::error::{ApiError, Code};
 use crate::http::client::Client;
 use crate::shares::Ticket;
@@ -109,10 +109,11 @@ pub fn run(
 /// Accepts one connection ourselves (one descriptor, no thread) and refuses it with 503.
 fn refuse_next(listener: &TcpListener, shared: &Shared, lingering: &mut Lingering) {
     match listener.accept() {
-        Ok((socket, _)) => {
+        Ok((socket, peer)) => {
             let e = ApiError::new(Code::Unavailable)
                 .message("The server holds as many connections as it can; try again shortly.");
-            let _ = sock::send_now(socket.as_raw_fd(), &wire::error(&e));
+            let metrics = &shared.app.metrics;
+            exit::refuse_raw(metrics, socket.as_raw_fd(), Some(peer), "accept", &e);
             lingering.add(socket, &shared.fds);
             shared
                 .app
@@ -162,12 +163,13 @@ fn accept_one(tiny: &Tiny, guard: &Arc<Guard>, queue: &Sender<Incoming>, shared:
             .fetch_add(1, Ordering::Relaxed);
         return;
     };
-    let Ok(share) = take_share(fd, shared) else {
+    let peer = sock::peer_addr(fd).ok();
+    let Ok(share) = take_share(peer, shared) else {
         let e = ApiError::rate_limited(5).message(format!(
             "This client address holds as many connections as one client may ({}); try again shortly.",
             shared.conn_shares.limit()
         ));
-        let _ = sock::send_now(fd, &wire::error(&e));
+        exit::refuse_raw(metrics, fd, peer, "accept", &e);
         // No lingering needed: when `client` goes, tiny_http shuts both directions before it
         // closes, so the client gets its FIN right after the answer, and a reset for its unread
         // request can only come after that end (a read then still sees a clean end).
@@ -177,7 +179,7 @@ fn accept_one(tiny: &Tiny, guard: &Arc<Guard>, queue: &Sender<Incoming>, shared:
         return;
     };
     let _ = sock::set_nodelay(fd);
-    let conn = guard.watch(fd);
+    let conn = guard.watch(fd, peer);
     shared.connections.fetch_add(1, Ordering::SeqCst);
     shared.fds.fetch_add(2, Ordering::SeqCst);
     let (queue, shared2) = (queue.clone(), shared.clone());
@@ -203,10 +205,9 @@ fn accept_one(tiny: &Tiny, guard: &Arc<Guard>, queue: &Sender<Incoming>, shared:
 
 /// The client's share of connections (an IPv6 client counts by its /64, as for every other
 /// count); trusted proxies carry many clients and have none.
-fn take_share(fd: i32, shared: &Shared) -> Result<Option<Ticket>, ()> {
-    let ip: IpAddr = match sock::peer_addr(fd) {
-        Ok(addr) => addr.ip().to_canonical(),
-        Err(_) => return Ok(None),
+fn take_share(peer: Option<SocketAddr>, shared: &Shared) -> Result<Option<Ticket>, ()> {
+    let Some(ip) = peer.map(|p| p.ip().to_canonical()) else {
+        return Ok(None);
     };
     if shared.app.config.client_source.is_proxy(ip) {
         return Ok(None);

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{bounded, Sender};
 
 use super::guard::{Conn, InFlight, Phase};
-use super::{head, sched, sock, stream, Shared};
+use super::{exit, head, sched, sock, stream, Shared};
 use crate::error::{ApiError, Code};
 use crate::http::{Request, Response, MAX_BODY};
 use crate::router;
@@ -105,14 +105,14 @@ pub fn serve(
             if !lowered && !from_proxy(&rq, app) {
                 lowered = sched::lowest_priority().is_ok();
             }
-            super::worker::log_error(route, &e);
+            exit::log_error(route, &e);
             if expects_continue(&rq) {
                 // The client waits for our word before it sends the body: it gets the refusal
                 // instead of `100 Continue`, and the connection ends (a body sent anyway is never
                 // read as a request). Our read side goes first, so that tiny_http does not wait
                 // for that body to discard it.
                 sock::shutdown(fd, std::net::Shutdown::Read);
-                super::worker::answer(shared, rq, route, Response::from_error(&e), started);
+                exit::respond(&app.metrics, rq, route, Response::from_error(&e), started);
                 return false;
             }
             // The client sends its body anyway: read (bounded as always) so that the connection
@@ -122,7 +122,7 @@ pub fn serve(
                 refuse_unread(rq, &body_error, conn, shared);
                 return false;
             }
-            super::worker::answer(shared, rq, route, Response::from_error(&e), started);
+            exit::respond(&app.metrics, rq, route, Response::from_error(&e), started);
             drop(done);
             continue;
         }
@@ -184,16 +184,12 @@ fn from_proxy(rq: &tiny_http::Request, app: &crate::app::App) -> bool {
 
 /// Answers a request whose body we did not read; the connection closes after it.
 fn refuse_unread(rq: tiny_http::Request, e: &ApiError, conn: &Arc<Conn>, shared: &Shared) {
-    super::worker::log_error("unread", e);
-    shared
-        .app
-        .metrics
-        .observe("unread", e.code.status(), Duration::ZERO);
-    let path = rq.url().split('?').next().unwrap_or("").to_string();
+    exit::log_error("unread", e);
     // tiny_http drains what is left of a declared body after writing the answer; the guard
     // bounds that. Then the connection closes.
     conn.arm(Phase::Drain);
-    super::worker::respond(rq, router::finish(&path, Response::from_error(e)));
+    let response = Response::from_error(e);
+    exit::respond(&shared.app.metrics, rq, "unread", response, Instant::now());
     conn.disarm();
 }
 

@@ -9,14 +9,14 @@
 //! while the thread is inside tiny_http's head parser or a drain and holds the connection, so
 //! the descriptor cannot have been closed and reused.
 
-use std::net::Shutdown;
+use std::net::{Shutdown, SocketAddr};
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use super::{sock, wire};
+use super::{exit, sock};
 use crate::error::{ApiError, Code};
 use crate::metrics::Metrics;
 
@@ -124,6 +124,8 @@ pub fn decide(s: Seen, limits: &Limits) -> Action {
 /// One client connection as the guard sees it.
 pub struct Conn {
     fd: RawFd,
+    /// The socket's peer, for the account of what the guard answers.
+    peer: Option<SocketAddr>,
     state: Mutex<State>,
     in_flight: AtomicUsize,
 }
@@ -202,11 +204,12 @@ impl Guard {
         })
     }
 
-    /// Registers a connection tiny_http accepted on descriptor `fd`.
-    pub fn watch(&self, fd: RawFd) -> Arc<Conn> {
+    /// Registers a connection tiny_http accepted on descriptor `fd`, from `peer`.
+    pub fn watch(&self, fd: RawFd, peer: Option<SocketAddr>) -> Arc<Conn> {
         let now = Instant::now();
         let conn = Arc::new(Conn {
             fd,
+            peer,
             state: Mutex::new(State {
                 armed: None,
                 cut: false,
@@ -285,7 +288,7 @@ impl Guard {
                     .fetch_add(1, Ordering::Relaxed);
             }
             Action::Answer(code) => {
-                let _ = sock::send_now(fd, &wire::error(&answer(code)));
+                exit::refuse_raw(metrics, fd, conn.peer, "guard", &answer(code));
                 sock::shutdown(fd, Shutdown::Both);
                 count_cut(metrics, code, phase);
             }

@@ -36,6 +36,7 @@ mod accept;
 #[allow(unsafe_code)]
 mod accepted;
 mod conn;
+mod exit;
 mod guard;
 mod head;
 mod linger;
