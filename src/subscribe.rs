@@ -116,7 +116,7 @@ fn authenticate(app: &App, req: &Request) -> ApiResult<Who> {
 
 fn take_lease(app: &App, c: &mut db::Conn, holder: Holder) -> ApiResult<Lease> {
     let book = &app.hub.leases;
-    let max = app.config.max_streams;
+    let max = app.config.streams_per_principal;
     let mut tx = c.transaction()?;
     let id = lease_rows::acquire(&mut tx, &book.instance_id, holder, max)?;
     tx.commit()?;

@@ -31,7 +31,7 @@ const TICK: Duration = Duration::from_millis(100);
 const ABORT_GRACE: Duration = Duration::from_secs(1);
 
 #[derive(Clone, Copy, Debug)]
-pub struct Limits {
+pub struct Deadlines {
     /// A request head must be complete this long after the connection started waiting for it.
     pub head: Duration,
     /// A kept-alive connection with nothing in flight closes after this long without a byte.
@@ -81,9 +81,9 @@ fn too_large(consumed: u64) -> bool {
 }
 
 /// The guard's rules, apart from the clock and the socket.
-pub fn decide(s: Seen, limits: &Limits) -> Action {
+pub fn decide(s: Seen, deadlines: &Deadlines) -> Action {
     let first = match s.phase {
-        Phase::Drain if s.waited >= limits.drain => return Action::StopReading,
+        Phase::Drain if s.waited >= deadlines.drain => return Action::StopReading,
         Phase::Drain => return Action::Wait,
         Phase::Head { first } => first,
     };
@@ -105,9 +105,9 @@ pub fn decide(s: Seen, limits: &Limits) -> Action {
         } else if s.stopping
             || s.waited
                 >= if first {
-                    limits.head
+                    deadlines.head
                 } else {
-                    limits.keep_alive
+                    deadlines.keep_alive
                 }
         {
             Action::Close
@@ -115,7 +115,7 @@ pub fn decide(s: Seen, limits: &Limits) -> Action {
             Action::Wait
         };
     }
-    if s.waited >= limits.head {
+    if s.waited >= deadlines.head {
         return answer(Code::RequestTimeout);
     }
     Action::Wait
@@ -192,14 +192,14 @@ impl Drop for InFlight {
 
 /// The guard of one server: its connections and its thread.
 pub struct Guard {
-    limits: Limits,
+    deadlines: Deadlines,
     conns: Mutex<Vec<Weak<Conn>>>,
 }
 
 impl Guard {
-    pub fn new(limits: Limits) -> Arc<Guard> {
+    pub fn new(deadlines: Deadlines) -> Arc<Guard> {
         Arc::new(Guard {
-            limits,
+            deadlines,
             conns: Mutex::new(Vec::new()),
         })
     }
@@ -277,7 +277,7 @@ impl Guard {
             },
             stopping,
         };
-        let action = decide(seen, &self.limits);
+        let action = decide(seen, &self.deadlines);
         let fd = conn.fd;
         match action {
             Action::Wait => return,

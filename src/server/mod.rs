@@ -48,7 +48,7 @@ mod stream;
 mod wire;
 mod worker;
 
-use guard::{Guard, Limits};
+use guard::{Deadlines, Guard};
 
 /// A refused body is drained (so that the client can read our answer) at most this long.
 const DRAIN: Duration = Duration::from_secs(5);
@@ -119,7 +119,7 @@ impl Server {
         let addr = listener.local_addr()?;
         // Without our `accept4` the accept loop could not know a connection's socket.
         accepted::check_linked()?;
-        let guard = Guard::new(Limits {
+        let guard = Guard::new(Deadlines {
             head: app.config.header_timeout,
             keep_alive: app.config.keep_alive,
             drain: DRAIN,
