@@ -28,6 +28,8 @@ pub struct App {
     pub capacity: Capacity,
     /// Streams held per client address.
     pub stream_shares: Arc<crate::shares::Shares>,
+    /// This instance's stream places (`capacity.max_streams`).
+    pub stream_slots: Arc<crate::admission::Slots>,
 }
 
 /// What a handler produces: a complete response, or an event stream to hand to its own thread.

@@ -2,6 +2,7 @@
 //! thread-per-connection server on tiny_http and PostgreSQL.
 #![deny(unsafe_code)]
 
+pub mod admission;
 pub mod app;
 pub mod auth;
 pub mod capacity;
@@ -90,6 +91,7 @@ pub fn serve_on(config: Config, listener: std::net::TcpListener) -> Result<Servi
     let capacity = capacity::Capacity::derive(&config);
     let app = Arc::new(App {
         stream_shares: shares::Shares::new(capacity.max_streams, config.client_share),
+        stream_slots: admission::Slots::new(capacity.max_streams),
         capacity,
         hasher: hashing::Hasher::start(config.hash_threads, config.hash_queue),
         signin_blocks: auth::throttle::Blocks::default(),

@@ -493,3 +493,45 @@ fn an_ipv6_slash_64_is_one_client_for_the_connection_share() {
     drop(other);
     service.shutdown(Duration::from_secs(5));
 }
+
+/// Issue 22: the instance's stream capacity is a place taken, not a gauge looked at, so stream
+/// requests arriving together cannot pass it (before: by up to one per worker).
+#[test]
+fn the_stream_capacity_is_exact_under_concurrent_requests() {
+    let server = TestServer::with(&[("CONSOLED_MAX_STREAMS", "2"), ("CONSOLED_WORKERS", "8")]);
+    let accounts: Vec<(String, String)> = (0..12)
+        .map(|_| {
+            let mut c = server.client();
+            c.signup();
+            (format!("svc_session={}", c.cookies["svc_session"]), c.ip)
+        })
+        .collect();
+    let barrier = std::sync::Barrier::new(accounts.len());
+    let statuses: Vec<(u16, Option<sse::Sse>)> = thread::scope(|s| {
+        let handles: Vec<_> = accounts
+            .iter()
+            .map(|(cookie, ip)| {
+                let barrier = &barrier;
+                s.spawn(move || {
+                    let stream = TcpStream::connect(server.addr).unwrap();
+                    barrier.wait();
+                    let headers = [
+                        ("Cookie", cookie.as_str()),
+                        ("X-Forwarded-For", ip.as_str()),
+                    ];
+                    let s = sse::open_on(stream, server.addr, &headers);
+                    (s.status, (s.status == 200).then_some(s))
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let admitted = statuses.iter().filter(|(st, _)| *st == 200).count();
+    let refused = statuses.iter().filter(|(st, _)| *st == 503).count();
+    assert_eq!(
+        (admitted, refused),
+        (2, 10),
+        "{:?}",
+        statuses.iter().map(|(s, _)| s).collect::<Vec<_>>()
+    );
+}

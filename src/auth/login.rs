@@ -1,5 +1,6 @@
 //! `POST /auth/login`, `POST /auth/logout` and `GET /auth/session`.
 
+use crate::admission::Refusal;
 use crate::app::{App, Reply};
 use crate::db::{self, devices, rate, sessions, users};
 use crate::error::{ApiError, ApiResult, Code};
@@ -148,7 +149,11 @@ fn refused(app: &App, wait: u64) -> ApiError {
     app.metrics
         .signins_refused
         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    ApiError::rate_limited(wait).message("Too many failed sign-ins; try again later.")
+    Refusal::Budget {
+        wait,
+        what: Some("Too many failed sign-ins; try again later."),
+    }
+    .into()
 }
 
 fn device_lifetime() -> std::time::Duration {

@@ -10,6 +10,7 @@
 //! each one that changes the account (enable, disable, new recovery codes) mails the owner. Setup
 //! only offers a secret, which does nothing until `enable` confirms it.
 
+use crate::admission::Refusal;
 use crate::db::{Sql, Tx as Transaction};
 use serde_json::{json, Value};
 
@@ -262,9 +263,11 @@ fn check_cap(tx: &mut impl Sql, limits: &Limits, user_id: i64) -> ApiResult<()> 
     let bucket = cap_bucket(user_id);
     rate::lock(tx, &bucket.key())?;
     match rate::blocked(tx, limits, &bucket)? {
-        Some(wait) => {
-            Err(ApiError::rate_limited(wait).message("Too many wrong codes; try again later."))
+        Some(wait) => Err(Refusal::Budget {
+            wait,
+            what: Some("Too many wrong codes; try again later."),
         }
+        .into()),
         None => Ok(()),
     }
 }

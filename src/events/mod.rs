@@ -21,6 +21,7 @@ use serde::{Deserialize, Serialize};
 
 use std::sync::atomic::AtomicBool;
 
+use crate::admission::Slot;
 use crate::db;
 use crate::metrics::Metrics;
 use crate::shares::Ticket;
@@ -75,17 +76,18 @@ impl Change {
 pub struct StreamPlan {
     sub: Subscription,
     _lease: Lease,
-    _share: Ticket,
+    /// The instance's stream place and the client's share, held while the stream lives.
+    _admitted: (Slot, Ticket),
     timing: Timing,
     metrics: Arc<Metrics>,
 }
 
 impl StreamPlan {
-    /// A stream for `sub`, holding its lease and its client's share until it drops.
+    /// A stream for `sub`, holding its lease, its place and its client's share until it drops.
     pub fn new(
         sub: Subscription,
         lease: Lease,
-        share: Ticket,
+        admitted: (Slot, Ticket),
         timing: Timing,
         metrics: Arc<Metrics>,
     ) -> StreamPlan {
@@ -94,7 +96,7 @@ impl StreamPlan {
         StreamPlan {
             sub,
             _lease: lease,
-            _share: share,
+            _admitted: admitted,
             timing,
             metrics,
         }

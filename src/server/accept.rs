@@ -18,7 +18,8 @@ use super::conn::{self, Incoming};
 use super::guard::Guard;
 use super::linger::Lingering;
 use super::{accepted, exit, sock, Full, Shared};
-use crate::error::{ApiError, Code};
+use crate::admission::Refusal;
+use crate::error::ApiError;
 use crate::http::client::Client;
 use crate::shares::Ticket;
 
@@ -110,8 +111,7 @@ pub fn run(
 fn refuse_next(listener: &TcpListener, shared: &Shared, lingering: &mut Lingering) {
     match listener.accept() {
         Ok((socket, peer)) => {
-            let e = ApiError::new(Code::Unavailable)
-                .message("The server holds as many connections as it can; try again shortly.");
+            let e = ApiError::from(Refusal::ConnectionsFull);
             let metrics = &shared.app.metrics;
             exit::refuse_raw(metrics, socket.as_raw_fd(), Some(peer), "accept", &e);
             lingering.add(socket, &shared.fds);
@@ -165,10 +165,9 @@ fn accept_one(tiny: &Tiny, guard: &Arc<Guard>, queue: &Sender<Incoming>, shared:
     };
     let peer = sock::peer_addr(fd).ok();
     let Ok(share) = take_share(peer, shared) else {
-        let e = ApiError::rate_limited(5).message(format!(
-            "This client address holds as many connections as one client may ({}); try again shortly.",
-            shared.conn_shares.limit()
-        ));
+        let e = ApiError::from(Refusal::ConnectionShare {
+            limit: shared.conn_shares.limit(),
+        });
         exit::refuse_raw(metrics, fd, peer, "accept", &e);
         // No lingering needed: when `client` goes, tiny_http shuts both directions before it
         // closes, so the client gets its FIN right after the answer, and a reset for its unread

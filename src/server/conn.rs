@@ -13,6 +13,7 @@ use crossbeam_channel::{bounded, Sender};
 
 use super::guard::{Conn, InFlight, Phase};
 use super::{exit, head, sched, sock, stream, Shared};
+use crate::admission::Refusal;
 use crate::error::{ApiError, Code};
 use crate::http::{Request, Response, MAX_BODY};
 use crate::router;
@@ -81,7 +82,7 @@ pub fn serve(
         first = false;
         let lines = head::lines(&rq, &app.config.client_source.header);
         let refused = if app.stopping.load(Ordering::SeqCst) {
-            Some(ApiError::new(Code::Unavailable).message("The server is shutting down."))
+            Some(ApiError::from(Refusal::ShuttingDown))
         } else if too_large {
             Some(
                 ApiError::new(Code::HeaderTooLarge)
