@@ -23,7 +23,6 @@ pub mod metrics;
 pub mod ops;
 pub mod router;
 pub mod server;
-pub mod shares;
 pub mod subscribe;
 
 use std::sync::atomic::AtomicBool;
@@ -90,11 +89,11 @@ pub fn serve_on(config: Config, listener: std::net::TcpListener) -> Result<Servi
     let origins = config.origins().to_vec();
     let capacity = capacity::Capacity::derive(&config);
     let app = Arc::new(App {
-        stream_shares: shares::Shares::new(capacity.max_streams, config.client_share),
+        stream_shares: admission::Shares::new(capacity.max_streams, config.client_share),
         stream_slots: admission::Slots::new(capacity.max_streams),
         capacity,
         hasher: hashing::Hasher::start(config.hash_threads, config.hash_queue),
-        signin_blocks: auth::throttle::Blocks::default(),
+        signin_blocks: admission::Blocks::default(),
         metrics: Arc::new(metrics::Metrics::default()),
         hub: Arc::new(events::Hub::new()),
         pool,

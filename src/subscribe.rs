@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use crate::admission::Ticket;
 use crate::admission::{Refusal, Slot};
 use crate::app::{App, Reply};
 use crate::auth;
@@ -14,7 +15,6 @@ use crate::db::{self, visibility};
 use crate::error::{ApiError, ApiResult, Code};
 use crate::events::{Lease, Scope, StreamPlan, Timing};
 use crate::http::Request;
-use crate::shares::Ticket;
 
 /// Who opened a stream.
 enum Who {

@@ -35,7 +35,7 @@ fn presented_device(req: &Request) -> Option<String> {
 /// any write, and costs no log line.
 ///
 /// 1. Without a device cookie, an address remembered as over its failed-sign-in budget is
-///    refused from memory (`throttle`).
+///    refused from memory (`admission::Blocks`).
 /// 2. A device cookie that is live, of this account and under its own failure budget lets the
 ///    sign-in past the address's and the account's limits (OWASP's device cookies: guessing
 ///    cannot lock the owner's browser out). Otherwise the three failed-sign-in buckets

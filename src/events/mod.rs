@@ -22,9 +22,9 @@ use serde::{Deserialize, Serialize};
 use std::sync::atomic::AtomicBool;
 
 use crate::admission::Slot;
+use crate::admission::Ticket;
 use crate::db;
 use crate::metrics::Metrics;
-use crate::shares::Ticket;
 
 pub use hub::{Hub, Scope, Subscription};
 pub use leases::Lease;

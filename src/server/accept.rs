@@ -19,9 +19,9 @@ use super::guard::Guard;
 use super::linger::Lingering;
 use super::{accepted, exit, sock, Full, Shared};
 use crate::admission::Refusal;
+use crate::admission::Ticket;
 use crate::error::ApiError;
 use crate::http::client::Client;
-use crate::shares::Ticket;
 
 /// Stack of a connection thread: tiny_http's head parser, our body reader and, for a stream,
 /// the stream loop; none needs much.

@@ -28,9 +28,9 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{bounded, Receiver};
 use socket2::{Domain, Socket, Type};
 
+use crate::admission::Shares;
 use crate::app::App;
 use crate::events::End;
-use crate::shares::Shares;
 
 mod accept;
 #[allow(unsafe_code)]

@@ -3,19 +3,25 @@
 //! error then becomes a response in `Response::from_error` and leaves through `server::exit`).
 //!
 //! The gates and what they refuse:
-//! - connection capacity and a client's share of connections (`server::accept`);
-//! - stream capacity (`Slots`, below: exact, a slot is taken before any lease) and a client's
-//!   share of streams (`shares`), the per-principal stream limit (`subscribe`, by lease);
+//! - connection capacity (`server::accept`) and a client's share of connections (`Shares`);
+//! - stream capacity (`Slots`: exact, a place is taken before any lease) and a client's share of
+//!   streams (`Shares`); the per-principal stream limit (`subscribe`, by lease);
 //! - hash admission (`hashing`: the queue and a client's share of it);
-//! - failure budgets and rate limits (`limits`, sign-in's `throttle`).
+//! - failure budgets and rate limits (`limits`), and the addresses known to be over sign-in's
+//!   (`Blocks`, refused from memory).
 //!
 //! A client is what every share counts (`http::client::Client`: an IPv4 address or an IPv6
 //! /64). A refusal is counted in `/metrics` and never logged.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
-
 use crate::error::{ApiError, Code};
+
+mod blocks;
+mod shares;
+mod slots;
+
+pub use blocks::Blocks;
+pub use shares::{Shares, Ticket};
+pub use slots::{Slot, Slots};
 
 /// Why a connection, a stream or a request is not taken now.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -82,46 +88,6 @@ impl From<Refusal> for ApiError {
     }
 }
 
-/// A fixed number of places (this instance's event streams): a `Slot` is one held; dropping it
-/// gives it back. Taking is exact, however many workers admit streams at once.
-pub struct Slots {
-    limit: usize,
-    held: AtomicUsize,
-}
-
-/// One place held.
-pub struct Slot(Arc<Slots>);
-
-impl Slots {
-    pub fn new(limit: usize) -> Arc<Slots> {
-        Arc::new(Slots {
-            limit,
-            held: AtomicUsize::new(0),
-        })
-    }
-
-    /// A place, unless all are held.
-    pub fn take(self: &Arc<Self>) -> Option<Slot> {
-        self.held
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
-                (n < self.limit).then_some(n + 1)
-            })
-            .ok()
-            .map(|_| Slot(self.clone()))
-    }
-
-    /// Places held now.
-    pub fn held(&self) -> usize {
-        self.held.load(Ordering::Acquire)
-    }
-}
-
-impl Drop for Slot {
-    fn drop(&mut self) {
-        self.0.held.fetch_sub(1, Ordering::AcqRel);
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -157,19 +123,5 @@ mod tests {
         }
         let e = ApiError::from(Refusal::PrincipalStreams { limit: 10 });
         assert_eq!(e.code.as_str(), "too_many_streams");
-    }
-
-    #[test]
-    fn slots_are_exact_under_contention() {
-        let slots = Slots::new(3);
-        let taken: Vec<Option<Slot>> = std::thread::scope(|s| {
-            let handles: Vec<_> = (0..16).map(|_| s.spawn(|| slots.take())).collect();
-            handles.into_iter().map(|h| h.join().unwrap()).collect()
-        });
-        assert_eq!(taken.iter().filter(|t| t.is_some()).count(), 3);
-        assert_eq!(slots.held(), 3);
-        drop(taken);
-        assert_eq!(slots.held(), 0);
-        assert!(slots.take().is_some());
     }
 }
