@@ -28,8 +28,8 @@ use crate::metrics::Metrics;
 
 pub use hub::{Hub, Scope, Subscription};
 pub use leases::Lease;
-pub use signal::{End, Signals};
-pub use stream::{Direct, Outlet, Sent, Timing};
+pub use signal::{Direct, End, Sent, Signals};
+pub use stream::{Outlet, Timing};
 
 /// The handles the listener and the lease keeper need, and no more.
 #[derive(Clone)]

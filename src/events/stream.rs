@@ -32,25 +32,6 @@ pub trait Outlet {
     fn reclaim(&mut self);
 }
 
-/// The hub's way to write on a stream's connection while the stream's thread sleeps with
-/// nothing to send (`Signals::try_direct` decides when): the thread is then not woken for the
-/// event at all, which was most of a delivery's cost (see docs/events.md).
-pub trait Direct: Send + Sync {
-    /// Frames `text` and sends it without blocking; what the socket does not take is kept for
-    /// the outlet (`Outlet::reclaim`).
-    fn send(&self, text: &str) -> Sent;
-}
-
-/// How much of an event a direct write sent.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Sent {
-    All,
-    /// Some bytes (progress), the rest kept.
-    Part,
-    /// Nothing (the socket is full, or gone): all of it kept.
-    Nothing,
-}
-
 /// The clock of a stream.
 #[derive(Debug, Clone, Copy)]
 pub struct Timing {
@@ -159,6 +140,7 @@ fn fill(
 mod tests {
     use super::*;
     use crate::events::hub::{Hub, Scope};
+    use crate::events::signal::{Direct, Sent};
     use crate::events::Change;
     use std::sync::Arc;
 

@@ -1,7 +1,7 @@
 //! The one way out for every response: a handler's answer, a screen's or the body reader's
 //! refusal, an event stream's head, a refusal at accept (503 at capacity, 429 over a client's
 //! share) and the guard's 408/431. Each gets the common headers (`router::finish`) and is
-//! counted in the metrics here, and only here, with what an access line needs (`Sent`).
+//! counted in the metrics here, and only here, with what an access line needs (`Record`).
 //!
 //! Two writers: through tiny_http for a request it parsed (`respond`, `stream_head`), and
 //! straight onto the socket where tiny_http cannot write (`refuse_raw`: a complete
@@ -21,7 +21,7 @@ use crate::router;
 /// `method` and `bytes` are for the access line, which `record` is the place for.)
 #[derive(Debug, Clone, Copy)]
 #[allow(dead_code)]
-pub struct Sent<'a> {
+pub struct Record<'a> {
     /// The socket's peer (behind a trusted proxy, the proxy).
     pub peer: Option<SocketAddr>,
     /// `-` when no request head was read (refusals at accept, the guard's answers).
@@ -37,7 +37,7 @@ pub struct Sent<'a> {
 
 /// Counts a response that left. Every response of the server passes here once: the place for
 /// an access line.
-fn record(metrics: &Metrics, sent: &Sent) {
+fn record(metrics: &Metrics, sent: &Record) {
     metrics.observe(sent.route, sent.status, sent.took);
 }
 
@@ -64,7 +64,7 @@ pub fn respond(
 ) {
     let path = rq.url().split('?').next().unwrap_or("");
     let response = router::finish(path, response);
-    let sent = Sent {
+    let sent = Record {
         peer: rq.remote_addr().copied(),
         method: rq.method().as_str(),
         route,
@@ -92,7 +92,7 @@ pub fn stream_head(
     route: &'static str,
     started: Instant,
 ) {
-    let sent = Sent {
+    let sent = Record {
         peer: rq.remote_addr().copied(),
         method: rq.method().as_str(),
         route,
@@ -114,7 +114,7 @@ pub fn refuse_raw(
     e: &ApiError,
 ) {
     let response = router::finish("", Response::from_error(e));
-    let sent = Sent {
+    let sent = Record {
         peer,
         method: "-",
         route,
