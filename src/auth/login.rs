@@ -185,10 +185,7 @@ pub fn logout(app: &App, req: &Request) -> ApiResult<Reply> {
         Ok(s) => s,
         Err(e) if e.code == Code::Unauthorized => {
             // Nothing to revoke; still tell the browser to drop whatever it holds.
-            let mut r = Response::from_error(&e);
-            r.headers
-                .push(("Set-Cookie".into(), super::clear_session_cookie(app)));
-            return Ok(r.into());
+            return Err(e.with_cookie(super::clear_session_cookie(app)));
         }
         Err(e) => return Err(e),
     };

@@ -123,10 +123,9 @@ fn wrong_code_on_pending(app: &App, mut tx: Transaction, session: &Session) -> A
     if !revoked {
         return Err(e);
     }
-    let e = e.message("The code is not valid. Too many wrong codes: sign in again.");
-    Ok(Response::from_error(&e)
-        .header("Set-Cookie", super::clear_session_cookie(app))
-        .into())
+    Err(e
+        .message("The code is not valid. Too many wrong codes: sign in again.")
+        .with_cookie(super::clear_session_cookie(app)))
 }
 
 /// `POST /auth/mfa/totp/setup`: offers a new secret; it takes effect when `enable` confirms it.
