@@ -107,9 +107,11 @@ pub fn shutdown(fd: RawFd, how: Shutdown) {
 /// read or write on any descriptor of the socket fails. Unlike `shutdown`, this also stops a
 /// reader that the peer keeps feeding.
 pub fn abort(fd: RawFd) -> io::Result<()> {
-    // SAFETY: a zeroed sockaddr with family AF_UNSPEC and its size.
-    let mut addr: libc::sockaddr = unsafe { std::mem::zeroed() };
-    addr.sa_family = libc::AF_UNSPEC as libc::sa_family_t;
+    let addr = libc::sockaddr {
+        sa_family: libc::AF_UNSPEC as libc::sa_family_t,
+        sa_data: [0; 14],
+    };
+    // SAFETY: a valid sockaddr of family AF_UNSPEC and its size; the kernel only reads it.
     check(unsafe { libc::connect(fd, &addr, size_of::<libc::sockaddr>() as libc::socklen_t) })?;
     Ok(())
 }
