@@ -115,7 +115,7 @@ pub fn serve_on(config: Config, listener: std::net::TcpListener) -> Result<Servi
         maintenance::start(app.clone()),
         // Listening before serving: a stream opened right after start-up misses no change.
         events::listener::start(core.clone(), app.config.db_timeout).map_err(spawned)?,
-        events::leases::start_keeper(core).map_err(spawned)?,
+        events::keeper::start_keeper(core).map_err(spawned)?,
     ];
     if app.config.mail_sender {
         background.push(mail::start(app.clone(), mailer));

@@ -7,7 +7,9 @@
 //! its thread -> the client. Control notifications (`s:`, `t:`, `u:`) end streams or refresh a
 //! user's organizations.
 
+mod change;
 pub mod hub;
+pub mod keeper;
 pub mod leases;
 pub mod listener;
 pub mod signal;
@@ -17,8 +19,6 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
-
 use std::sync::atomic::AtomicBool;
 
 use crate::admission::Slot;
@@ -26,10 +26,11 @@ use crate::admission::Ticket;
 use crate::db;
 use crate::metrics::Metrics;
 
+pub use change::Change;
 pub use hub::{Hub, Scope, Subscription};
 pub use leases::Lease;
 pub use signal::{Direct, End, Sent, Signals};
-pub use stream::{Outlet, Timing};
+pub use stream::{Outlet, Timing, PING, READY, RESYNC};
 
 /// The handles the listener and the lease keeper need, and no more.
 #[derive(Clone)]
@@ -41,34 +42,6 @@ pub struct Core {
     /// Settings of the listener's own connection (never a pooled one).
     pub listen_db: postgres::Config,
     pub session_idle: Duration,
-}
-
-/// The first bytes of every stream: the reconnect delay, then `ready`.
-pub const READY: &str = "retry: 3000\nevent: ready\ndata: {}\n\n";
-pub const RESYNC: &str = "event: resync\ndata: {}\n\n";
-pub const PING: &str = ": ping\n\n";
-
-/// A change notification, as `consoled_notify_change` sends it and as clients receive it.
-/// `project_id` and `org_id` are `null` when the resource has none (a `user`, an organization's
-/// own project_id).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Change {
-    #[serde(rename = "type")]
-    pub kind: String,
-    pub id: i64,
-    pub op: String,
-    #[serde(default)]
-    pub project_id: Option<i64>,
-    #[serde(default)]
-    pub org_id: Option<i64>,
-}
-
-impl Change {
-    /// The `change` event, formatted once and shared by every stream that gets it.
-    pub fn event(&self) -> String {
-        let data = serde_json::to_string(self).expect("a Change always serializes");
-        format!("event: change\ndata: {data}\n\n")
-    }
 }
 
 /// An authorised event stream, ready to run on its own thread once the response head is sent.

@@ -14,7 +14,6 @@ use std::time::{Duration, Instant};
 
 use super::hub::Subscription;
 use super::signal::End;
-use super::{PING, READY, RESYNC};
 
 /// The connection a stream writes to, as the HTTP layer offers it.
 pub trait Outlet {
@@ -31,6 +30,11 @@ pub trait Outlet {
     /// Takes what a direct write of the hub left unsent (`Direct`) in front of the queue.
     fn reclaim(&mut self);
 }
+
+/// The first bytes of every stream: the reconnect delay, then `ready`.
+pub const READY: &str = "retry: 3000\nevent: ready\ndata: {}\n\n";
+pub const RESYNC: &str = "event: resync\ndata: {}\n\n";
+pub const PING: &str = ": ping\n\n";
 
 /// The clock of a stream.
 #[derive(Debug, Clone, Copy)]

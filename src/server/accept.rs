@@ -14,10 +14,11 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::Sender;
 
-use super::conn::{self, Incoming};
+use super::conn;
 use super::guard::Guard;
 use super::linger::Lingering;
-use super::{accepted, exit, sock, Full, Shared};
+use super::shared::{Full, Incoming, Shared};
+use super::{accepted, exit, sock};
 use crate::admission::Refusal;
 use crate::admission::Ticket;
 use crate::error::ApiError;

@@ -11,40 +11,17 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{bounded, Sender};
 
-use super::guard::{Conn, InFlight, Phase};
-use super::{exit, head, sched, sock, stream, Shared};
+use super::guard::{Conn, Phase};
+use super::shared::{Incoming, Outcome, Shared};
+use super::{exit, head, sched, sock, stream};
 use crate::admission::Refusal;
 use crate::error::{ApiError, Code};
-use crate::http::{Request, Response, MAX_BODY};
+use crate::http::{Response, MAX_BODY};
 use crate::router;
 
-/// A request whose head and body have both arrived, ready for a worker.
-pub struct Incoming {
-    /// Where the response goes.
-    pub rq: tiny_http::Request,
-    /// The request as the application reads it (or why it cannot be read).
-    pub req: Result<Request, ApiError>,
-    /// When the request had fully arrived.
-    pub started: Instant,
-    /// Held until the response is written.
-    pub done: InFlight,
-    /// Where the worker says what became of the request.
-    pub outcome: Sender<Outcome>,
-}
-
-/// What became of a request.
-pub enum Outcome {
-    /// Answered: the connection may carry the next request.
-    Answered,
-    /// The response head of an event stream was written: run it.
-    Stream(Box<stream::Start>),
-    /// The connection is no good any more (a write failed).
-    Close,
-}
-
 /// Serves one connection until it closes; `fd` is the descriptor its accept returned (the write
-/// half, open as long as tiny_http's connection or a response writer of it lives). Returns whether it became a stream (and so gave up tiny_http's read half
-/// and its descriptor early).
+/// half, open as long as tiny_http's connection or a response writer of it lives). Returns
+/// whether it became a stream (and so gave up tiny_http's read half and its descriptor early).
 pub fn serve(
     mut requests: impl Iterator<Item = Result<tiny_http::Request, impl std::fmt::Debug>>,
     fd: RawFd,

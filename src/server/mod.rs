@@ -25,7 +25,7 @@ use std::sync::Arc;
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{bounded, Receiver};
+use crossbeam_channel::bounded;
 use socket2::{Domain, Socket, Type};
 
 use crate::admission::Shares;
@@ -42,6 +42,7 @@ mod head;
 mod linger;
 #[allow(unsafe_code)]
 mod sched;
+mod shared;
 #[allow(unsafe_code)]
 mod sock;
 mod stream;
@@ -49,6 +50,7 @@ mod wire;
 mod worker;
 
 use guard::{Deadlines, Guard};
+use shared::{Incoming, Shared};
 
 /// A refused body is drained (so that the client can read our answer) at most this long.
 const DRAIN: Duration = Duration::from_secs(5);
@@ -58,40 +60,6 @@ pub struct Server {
     pub addr: SocketAddr,
     workers: Vec<JoinHandle<()>>,
     shared: Arc<Shared>,
-}
-
-/// State shared by the accept loop, connection threads and workers.
-struct Shared {
-    app: Arc<App>,
-    requests: Receiver<conn::Incoming>,
-    /// Open client connections (each has one thread).
-    connections: AtomicUsize,
-    /// Descriptors held by client connections: two each, one once it streams.
-    fds: AtomicUsize,
-    conn_shares: Arc<Shares>,
-    watcher: Arc<stream::Watcher>,
-}
-
-/// Which limit one more connection would pass.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Full {
-    /// As many connections (threads) as the process may hold.
-    Connections,
-    /// Not two more descriptors; connections being answered hold two until they stream.
-    Descriptors,
-}
-
-impl Shared {
-    fn full(&self) -> Option<Full> {
-        let cap = &self.app.capacity;
-        if self.connections.load(Ordering::SeqCst) >= cap.max_connections {
-            Some(Full::Connections)
-        } else if self.fds.load(Ordering::SeqCst) + 2 > cap.fd_budget {
-            Some(Full::Descriptors)
-        } else {
-            None
-        }
-    }
 }
 
 /// Listening socket with the options its accepted sockets inherit (Linux copies the time-outs
@@ -125,7 +93,7 @@ impl Server {
             drain: DRAIN,
         });
         guard.spawn(app.stopping.clone(), app.metrics.clone())?;
-        let (tx, rx) = bounded::<conn::Incoming>(app.config.workers * 4);
+        let (tx, rx) = bounded::<Incoming>(app.config.workers * 4);
         let shared = Arc::new(Shared {
             app: app.clone(),
             requests: rx,

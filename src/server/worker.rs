@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use crossbeam_channel::RecvTimeoutError;
 
-use super::conn::{Incoming, Outcome};
-use super::{exit, stream, Shared};
+use super::shared::{Incoming, Outcome, Shared};
+use super::{exit, stream};
 use crate::app::Reply;
 use crate::error::ApiError;
 use crate::events::StreamPlan;
