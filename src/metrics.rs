@@ -23,7 +23,6 @@ pub struct Metrics {
     requests: Mutex<BTreeMap<(&'static str, u16), u64>>,
     latency: Mutex<BTreeMap<&'static str, Histogram>>,
     pub panics: AtomicU64,
-    pub streams_open: AtomicU64,
     pub streams_total: AtomicU64,
     pub changes_received: AtomicU64,
     pub changes_dropped: AtomicU64,
@@ -51,6 +50,8 @@ pub struct Metrics {
 
 /// Gauges read at scrape time from their owners.
 pub struct Gauges {
+    /// Stream places held (`admission::Slots`): the one count of open streams.
+    pub streams_open: usize,
     pub hash_queue_depth: usize,
     /// Requests the hash admission refused (their client held its share, or no place).
     pub hashes_refused: u64,
@@ -246,7 +247,7 @@ impl Metrics {
             (
                 "consoled_streams_open",
                 "Open event streams.",
-                self.streams_open.load(Ordering::Relaxed),
+                g.streams_open as u64,
             ),
             (
                 "consoled_hash_queue_depth",
@@ -289,6 +290,7 @@ mod tests {
         m.observe("login", 200, Duration::from_millis(3));
         m.observe("login", 401, Duration::from_millis(30));
         let text = m.render(&Gauges {
+            streams_open: 4,
             hash_queue_depth: 2,
             hashes_refused: 5,
             hashes_computed: 9,

@@ -45,14 +45,14 @@ pub struct Core {
 }
 
 /// An authorised event stream, ready to run on its own thread once the response head is sent.
-/// Dropping it (after `run`, or instead of it) unsubscribes and frees the stream slot.
+/// Dropping it (after `run`, or instead of it) unsubscribes and frees the stream's place (the
+/// one count of open streams: `consoled_streams_open` reads it).
 pub struct StreamPlan {
     sub: Subscription,
     _lease: Lease,
     /// The instance's stream place and the client's share, held while the stream lives.
     _admitted: (Slot, Ticket),
     timing: Timing,
-    metrics: Arc<Metrics>,
 }
 
 impl StreamPlan {
@@ -65,13 +65,11 @@ impl StreamPlan {
         metrics: Arc<Metrics>,
     ) -> StreamPlan {
         metrics.streams_total.fetch_add(1, Ordering::Relaxed);
-        metrics.streams_open.fetch_add(1, Ordering::Relaxed);
         StreamPlan {
             sub,
             _lease: lease,
             _admitted: admitted,
             timing,
-            metrics,
         }
     }
 
@@ -94,12 +92,6 @@ impl StreamPlan {
     /// Runs the stream on the calling thread until something ends it; says why.
     pub fn run(self, out: &mut dyn Outlet) -> End {
         stream::run(&self.sub, self.timing, out)
-    }
-}
-
-impl Drop for StreamPlan {
-    fn drop(&mut self) {
-        self.metrics.streams_open.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
