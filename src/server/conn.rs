@@ -1,7 +1,7 @@
 //! A client connection's thread: reads request heads (tiny_http, under the guard) and bodies
 //! (ours, under a deadline), hands each complete request to the worker pool and waits for its
 //! outcome, so that a worker never waits on a client. When the outcome is an event stream, this
-//! same thread runs it (`stream::run`): one thread per stream.
+//! same thread runs it (`stream_socket::run`): one thread per stream.
 
 use std::io;
 use std::os::fd::RawFd;
@@ -13,7 +13,7 @@ use crossbeam_channel::{bounded, Sender};
 
 use super::guard::{Conn, Phase};
 use super::shared::{Incoming, Outcome, Shared};
-use super::{exit, head, sched, sock, stream};
+use super::{exit, head, sched, sock, stream_socket};
 use crate::admission::Refusal;
 use crate::error::{ApiError, Code};
 use crate::http::{Response, MAX_BODY};
@@ -134,7 +134,7 @@ pub fn serve(
                 drop(requests);
                 shared.fds.fetch_sub(1, Ordering::SeqCst);
                 let stopping = &app.stopping;
-                stream::run(*start, fd, &shared.watcher, stopping, &app.metrics);
+                stream_socket::run(*start, fd, &shared.watcher, stopping, &app.metrics);
                 return true;
             }
             Ok(Outcome::Close) | Err(_) => return false,

@@ -45,7 +45,7 @@ mod sched;
 mod shared;
 #[allow(unsafe_code)]
 mod sock;
-mod stream;
+mod stream_socket;
 mod wire;
 mod worker;
 
@@ -100,7 +100,7 @@ impl Server {
             connections: AtomicUsize::new(0),
             fds: AtomicUsize::new(0),
             conn_shares: Shares::new(app.capacity.max_connections, app.config.client_share),
-            watcher: stream::Watcher::start(app.stopping.clone())?,
+            watcher: stream_socket::Watcher::start(app.stopping.clone())?,
         });
         let accept_shared = shared.clone();
         thread::Builder::new()

@@ -10,7 +10,7 @@ use std::time::Instant;
 use crossbeam_channel::{Receiver, Sender};
 
 use super::guard::InFlight;
-use super::stream;
+use super::stream_socket;
 use crate::admission::Shares;
 use crate::app::App;
 use crate::error::ApiError;
@@ -25,7 +25,7 @@ pub struct Shared {
     /// Descriptors held by client connections: two each, one once it streams.
     pub(super) fds: AtomicUsize,
     pub(super) conn_shares: Arc<Shares>,
-    pub(super) watcher: Arc<stream::Watcher>,
+    pub(super) watcher: Arc<stream_socket::Watcher>,
 }
 
 /// Which limit one more connection would pass.
@@ -69,7 +69,7 @@ pub enum Outcome {
     /// Answered: the connection may carry the next request.
     Answered,
     /// The response head of an event stream was written: run it.
-    Stream(Box<stream::Start>),
+    Stream(Box<stream_socket::Start>),
     /// The connection is no good any more (a write failed).
     Close,
 }
