@@ -5,7 +5,7 @@
 //! gets a thread (`conn`) that parses request heads with tiny_http, reads bodies and hands complete
 //! requests to the workers (`worker`), which dispatch and respond. A handler that returns
 //! `Reply::Stream` gets its response head written by the worker; the stream then runs on the
-//! connection's thread (`stream`), woken by the hub, by revocation or shutdown, and by the socket
+//! connection's thread (`stream_socket`), woken by the hub, by revocation or shutdown, and by the socket
 //! watcher when the client closes or sends again.
 //!
 //! Defences against tiny_http's known defects live here (see docs/HARDENING.md):
