@@ -3,7 +3,8 @@
 //! error then becomes a response in `Response::from_error` and leaves through `server::exit`).
 //!
 //! The gates and what they refuse:
-//! - connection capacity (`server::accept`) and a client's share of connections (`Shares`);
+//! - connection capacity (`Connections`: threads and descriptors; the accept loop asks it) and a
+//!   client's share of connections (`Shares`);
 //! - stream capacity (`Slots`: exact, a place is taken before any lease) and a client's share of
 //!   streams (`Shares`); the per-principal stream limit (`subscribe`, by lease);
 //! - hash admission (`hashing`: the queue and a client's share of it);
@@ -16,10 +17,12 @@
 use crate::error::{ApiError, Code};
 
 mod blocks;
+mod connections;
 mod shares;
 mod slots;
 
 pub use blocks::Blocks;
+pub use connections::{Connections, Full, Place};
 pub use shares::{Shares, Ticket};
 pub use slots::{Slot, Slots};
 

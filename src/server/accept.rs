@@ -17,10 +17,10 @@ use crossbeam_channel::Sender;
 use super::conn;
 use super::guard::Guard;
 use super::linger::Lingering;
-use super::shared::{Full, Incoming, Shared};
+use super::shared::{Incoming, Shared};
 use super::{accepted, exit, sock};
-use crate::admission::Refusal;
 use crate::admission::Ticket;
+use crate::admission::{Full, Refusal};
 use crate::error::ApiError;
 use crate::http::client::Client;
 
@@ -73,7 +73,7 @@ pub fn run(
             Duration::from_millis(50)
         };
         let readable = sock::wait_readable(lfd, wait);
-        lingering.look(&shared.fds);
+        lingering.look(&shared.connections);
         match readable {
             Ok(true) => {}
             Ok(false) => continue,
@@ -83,7 +83,7 @@ pub fn run(
                 continue;
             }
         }
-        if let Some(why) = shared.full() {
+        if let Some(why) = shared.connections.full() {
             // Connections being answered hold a second descriptor until they stream or close:
             // during a burst of stream requests, descriptors come back within moments, and the
             // kernel's backlog holds the newcomers meanwhile. Refuse only when they do not.
@@ -115,7 +115,7 @@ fn refuse_next(listener: &TcpListener, shared: &Shared, lingering: &mut Lingerin
             let e = ApiError::from(Refusal::ConnectionsFull);
             let metrics = &shared.app.metrics;
             exit::refuse_raw(metrics, socket.as_raw_fd(), Some(peer), "accept", &e);
-            lingering.add(socket, &shared.fds);
+            lingering.add(socket, &shared.connections);
             shared
                 .app
                 .metrics
@@ -180,26 +180,20 @@ fn accept_one(tiny: &Tiny, guard: &Arc<Guard>, queue: &Sender<Incoming>, shared:
     };
     let _ = sock::set_nodelay(fd);
     let conn = guard.watch(fd, peer);
-    shared.connections.fetch_add(1, Ordering::SeqCst);
-    shared.fds.fetch_add(2, Ordering::SeqCst);
+    let mut place = shared.connections.take();
     let (queue, shared2) = (queue.clone(), shared.clone());
     let spawned = thread::Builder::new()
         .name("conn".into())
         .stack_size(CONNECTION_STACK)
         .spawn(move || {
-            let streamed = conn::serve(client, fd, &conn, &queue, &shared2);
+            conn::serve(client, fd, &conn, &queue, &shared2, &mut place);
             drop(conn);
             drop(share);
-            shared2
-                .fds
-                .fetch_sub(if streamed { 1 } else { 2 }, Ordering::SeqCst);
-            shared2.connections.fetch_sub(1, Ordering::SeqCst);
+            drop(place);
         });
     if let Err(e) = spawned {
-        // The closure (and the connection in it) is dropped: the client sees a close.
+        // The closure (the connection and its place in it) is dropped: the client sees a close.
         log::error!("cannot start a connection thread: {e}");
-        shared.connections.fetch_sub(1, Ordering::SeqCst);
-        shared.fds.fetch_sub(2, Ordering::SeqCst);
     }
 }
 

@@ -14,20 +14,22 @@ use crossbeam_channel::{bounded, Sender};
 use super::guard::{Conn, Phase};
 use super::shared::{Incoming, Outcome, Shared};
 use super::{exit, head, sched, sock, stream_socket};
-use crate::admission::Refusal;
+use crate::admission::{Place, Refusal};
 use crate::error::{ApiError, Code};
 use crate::http::{Response, MAX_BODY};
 use crate::router;
 
 /// Serves one connection until it closes; `fd` is the descriptor its accept returned (the write
 /// half, open as long as tiny_http's connection or a response writer of it lives). Returns
-/// whether it became a stream (and so gave up tiny_http's read half and its descriptor early).
+/// whether it became a stream (and so gave up tiny_http's read half and its descriptor early,
+/// which `place` is told).
 pub fn serve(
     mut requests: impl Iterator<Item = Result<tiny_http::Request, impl std::fmt::Debug>>,
     fd: RawFd,
     conn: &Arc<Conn>,
     queue: &Sender<Incoming>,
     shared: &Shared,
+    place: &mut Place,
 ) -> bool {
     let app = &shared.app;
     let mut first = true;
@@ -132,7 +134,7 @@ pub fn serve(
                 // The read half goes (its descriptor closes); the stream writes on `fd`, the
                 // write half, which the stream's writer keeps open.
                 drop(requests);
-                shared.fds.fetch_sub(1, Ordering::SeqCst);
+                place.streaming();
                 let stopping = &app.stopping;
                 stream_socket::run(*start, fd, &shared.watcher, stopping, &app.metrics);
                 return true;

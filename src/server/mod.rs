@@ -20,7 +20,7 @@
 
 use std::io;
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::bounded;
 use socket2::{Domain, Socket, Type};
 
-use crate::admission::Shares;
+use crate::admission::{Connections, Shares};
 use crate::app::App;
 use crate::events::End;
 
@@ -97,8 +97,7 @@ impl Server {
         let shared = Arc::new(Shared {
             app: app.clone(),
             requests: rx,
-            connections: AtomicUsize::new(0),
-            fds: AtomicUsize::new(0),
+            connections: Connections::new(app.capacity.max_connections, app.capacity.fd_budget),
             conn_shares: Shares::new(app.capacity.max_connections, app.config.client_share),
             watcher: stream_socket::Watcher::start(app.stopping.clone())?,
         });
@@ -124,7 +123,7 @@ impl Server {
 
     /// Open client connections.
     pub fn connections(&self) -> usize {
-        self.shared.connections.load(Ordering::Relaxed)
+        self.shared.connections.open()
     }
 
     /// Stops taking requests, lets workers finish the request in hand, ends open streams, and

@@ -3,7 +3,6 @@
 //! the server: it imports none of the modules that use it, so that none of them imports another
 //! that imports it back.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -11,7 +10,7 @@ use crossbeam_channel::{Receiver, Sender};
 
 use super::guard::InFlight;
 use super::stream_socket;
-use crate::admission::Shares;
+use crate::admission::{Connections, Shares};
 use crate::app::App;
 use crate::error::ApiError;
 use crate::http::Request;
@@ -20,34 +19,10 @@ use crate::http::Request;
 pub struct Shared {
     pub(super) app: Arc<App>,
     pub(super) requests: Receiver<Incoming>,
-    /// Open client connections (each has one thread).
-    pub(super) connections: AtomicUsize,
-    /// Descriptors held by client connections: two each, one once it streams.
-    pub(super) fds: AtomicUsize,
+    /// Open client connections (each has one thread) and the descriptors they hold.
+    pub(super) connections: Arc<Connections>,
     pub(super) conn_shares: Arc<Shares>,
     pub(super) watcher: Arc<stream_socket::Watcher>,
-}
-
-/// Which limit one more connection would pass.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Full {
-    /// As many connections (threads) as the process may hold.
-    Connections,
-    /// Not two more descriptors; connections being answered hold two until they stream.
-    Descriptors,
-}
-
-impl Shared {
-    pub fn full(&self) -> Option<Full> {
-        let cap = &self.app.capacity;
-        if self.connections.load(Ordering::SeqCst) >= cap.max_connections {
-            Some(Full::Connections)
-        } else if self.fds.load(Ordering::SeqCst) + 2 > cap.fd_budget {
-            Some(Full::Descriptors)
-        } else {
-            None
-        }
-    }
 }
 
 /// A request whose head and body have both arrived, ready for a worker.
