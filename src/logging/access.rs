@@ -35,9 +35,14 @@ pub fn is_refusal(status: u16) -> bool {
     status == 429 || status == 503
 }
 
+/// Whether a response with `status` gets an access line: not a refusal, and the target on.
+pub fn wanted(status: u16) -> bool {
+    !is_refusal(status) && log::log_enabled!(target: TARGET, Level::Info)
+}
+
 /// Writes the access line for `r`, unless it is a refusal (see the module documentation).
 pub fn access(r: &AccessRecord) {
-    if is_refusal(r.status) || !log::log_enabled!(target: TARGET, Level::Info) {
+    if !wanted(r.status) {
         return;
     }
     let client = r.client.map(|ip| ip.to_string());
