@@ -21,6 +21,11 @@ pub const MIGRATIONS: &[(i32, &str, &str)] = &[
         "0003_device_cookies.sql",
         include_str!("../../migrations/0003_device_cookies.sql"),
     ),
+    (
+        4,
+        "0004_instance_liveness.sql",
+        include_str!("../../migrations/0004_instance_liveness.sql"),
+    ),
 ];
 
 /// An arbitrary constant naming our lock in `pg_advisory_lock`.

@@ -1,6 +1,7 @@
 //! Stream leases and the keeper thread. A lease row per open stream enforces the stream limit
-//! across instances (db::leases); the keeper renews this instance's rows, deletes the rows of
-//! streams that ended, and ends session streams whose session expired.
+//! across instances (db::leases), counted while its instance is alive; the keeper renews this
+//! instance's one row in `instances` (never a row per stream), deletes the rows of streams that
+//! ended, forgets instances that died, and ends session streams whose session expired.
 //!
 //! Stream threads never touch the database: they hand their work to the keeper through a channel,
 //! so a stream costs no pooled connection and only a small stack.
@@ -15,10 +16,9 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 
 use super::Core;
 use crate::crypto;
-use crate::db::leases::Holder;
+use crate::db::leases::{Holder, HEARTBEAT};
 use crate::db::{self, leases, sessions};
 
-const HEARTBEAT: Duration = Duration::from_secs(15);
 /// How long to wait before re-checking a session when the database could not say.
 const RECHECK_AFTER_ERROR: Duration = Duration::from_secs(5);
 
@@ -113,7 +113,8 @@ impl Keeper {
     fn new(core: Arc<Core>) -> Keeper {
         Keeper {
             core,
-            next_heartbeat: Instant::now() + HEARTBEAT,
+            // The first heartbeat registers the instance at once.
+            next_heartbeat: Instant::now(),
             due: BTreeSet::new(),
             watched: HashMap::new(),
             unreleased: Vec::new(),
@@ -121,6 +122,9 @@ impl Keeper {
     }
 
     fn run(mut self) {
+        if let Err(e) = self.with_db(leases::forget_orphans) {
+            log::warn!("stream leases of no instance not deleted: {e}");
+        }
         let inbox = self.core.hub.leases.inbox.clone();
         while !self.core.stopping.load(Ordering::SeqCst) {
             let mut wake = self
@@ -179,13 +183,26 @@ impl Keeper {
         }
     }
 
+    /// Renews this instance's row (one row, however many streams), restores its leases if it
+    /// had lapsed meanwhile, and forgets instances that died.
     fn heartbeat(&mut self) {
         self.next_heartbeat = Instant::now() + HEARTBEAT;
         self.release(Vec::new());
         let instance = self.core.hub.leases.instance_id.clone();
-        let live = self.core.hub.leases.live();
-        if let Err(e) = self.with_db(|c| leases::heartbeat(c, &instance, &live)) {
-            log::warn!("stream lease heartbeat failed: {e}");
+        let renewed = self.with_db(|c| {
+            if !leases::heartbeat(c, &instance)? {
+                let live = self.core.hub.leases.live();
+                if !live.is_empty() {
+                    let n = leases::restore(c, &instance, &live)?;
+                    log::info!("instance had lapsed: {n} of its stream leases restored");
+                }
+            }
+            leases::forget_dead(c)
+        });
+        match renewed {
+            Ok(0) => {}
+            Ok(n) => log::info!("{n} stream leases of instances that died deleted"),
+            Err(e) => log::warn!("instance heartbeat failed: {e}"),
         }
     }
 

@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use postgres::fallible_iterator::FallibleIterator;
 use postgres::{Client, Notification};
 
+use super::journal::Mark;
 use super::Change;
 use super::Core;
 use crate::db::visibility;
@@ -98,6 +99,8 @@ fn listen(
             "LISTEN {CHANGE_CHANNEL}; LISTEN {CONTROL_CHANNEL}"
         ))
         .map_err(|e| e.to_string())?;
+    // Streams being opened while nobody listened read their principal again.
+    core.hub.journal.record(Mark::Reset);
     refresh(core, client).map_err(|e| e.to_string())?;
     let streams = core.hub.resync_all();
     if streams > 0 {
@@ -207,12 +210,15 @@ fn control(core: &Core, client: &mut Client, payload: &str) -> Result<(), postgr
     };
     match kind {
         "s" => {
+            core.hub.journal.record(Mark::Session(id));
             core.hub.end_session(id);
         }
         "t" => {
+            core.hub.journal.record(Mark::Token(id));
             core.hub.end_token(id);
         }
         "u" => {
+            core.hub.journal.record(Mark::User(id));
             if let Some(version) = core.hub.begin_reload(id) {
                 let orgs = visibility::orgs_of(client, &[id])?.remove(&id);
                 core.hub.set_orgs(id, &orgs.unwrap_or_default(), version);

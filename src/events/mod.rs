@@ -8,6 +8,7 @@
 //! user's organizations.
 
 pub mod hub;
+pub mod journal;
 pub mod leases;
 pub mod listener;
 pub mod signal;
