@@ -118,6 +118,29 @@ impl Spawned {
     }
 }
 
+impl Spawned {
+    /// `kill -9`: the process dies without any clean-up.
+    pub fn kill9(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// SIGTERM (a rolling restart), then waits up to `limit` for the exit; whether it exited 0.
+    pub fn terminate(&mut self, limit: Duration) -> bool {
+        let _ = std::process::Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        let deadline = Instant::now() + limit;
+        while Instant::now() < deadline {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return status.success();
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        false
+    }
+}
+
 impl Drop for Spawned {
     fn drop(&mut self) {
         let _ = self.child.kill();
