@@ -33,10 +33,37 @@ pub type Conn = r2d2::PooledConnection<sql::Manager>;
 /// Connection settings with the timeouts the defaults lack: a dead or half-open database must
 /// turn into an error within seconds, never a hang.
 pub fn pg_config(config: &Config, application_name: &str) -> Result<PgConfig, String> {
-    let mut pg: PgConfig = config
-        .database_url
+    with_timeouts(
+        &config.database_url,
+        "DATABASE_URL",
+        config,
+        application_name,
+    )
+}
+
+/// Settings of a session connection to PostgreSQL itself (`CONSOLED_DATABASE_DIRECT_URL`, else
+/// `DATABASE_URL`): the listener, migrations, the mail sender, the commands.
+pub fn direct_pg_config(config: &Config, application_name: &str) -> Result<PgConfig, String> {
+    match &config.database_direct_url {
+        Some(url) => with_timeouts(
+            url,
+            "CONSOLED_DATABASE_DIRECT_URL",
+            config,
+            application_name,
+        ),
+        None => pg_config(config, application_name),
+    }
+}
+
+fn with_timeouts(
+    url: &str,
+    name: &str,
+    config: &Config,
+    application_name: &str,
+) -> Result<PgConfig, String> {
+    let mut pg: PgConfig = url
         .parse()
-        .map_err(|e| format!("DATABASE_URL is not a valid PostgreSQL URL: {e}"))?;
+        .map_err(|e| format!("{name} is not a valid PostgreSQL URL: {e}"))?;
     let t = config.db_timeout;
     pg.application_name(application_name)
         .connect_timeout(t)
@@ -55,10 +82,16 @@ pub fn pg_config(config: &Config, application_name: &str) -> Result<PgConfig, St
 }
 
 pub fn pool(config: &Config) -> Result<Pool, String> {
-    let manager = sql::Manager(PostgresConnectionManager::new(
-        pg_config(config, "consoled")?,
-        NoTls,
-    ));
+    // Without kept statements (a transaction-mode PgBouncer < 1.21), types come from the
+    // direct connection.
+    let describer = (!config.db_keep_statements)
+        .then(|| direct_pg_config(config, "consoled-describe"))
+        .transpose()?
+        .map(|pg| std::sync::Arc::new(sql::Describer::new(pg)));
+    let manager = sql::Manager(
+        PostgresConnectionManager::new(pg_config(config, "consoled")?, NoTls),
+        describer,
+    );
     // build_unchecked: the pool must come up (and answer 503) while the database is away.
     Ok(r2d2::Pool::builder()
         .max_size(config.db_pool_size)
@@ -70,7 +103,7 @@ pub fn pool(config: &Config) -> Result<Pool, String> {
 
 /// A dedicated connection outside the pool (the change listener, migrations, commands).
 pub fn connect(config: &Config, application_name: &str) -> Result<Client, String> {
-    pg_config(config, application_name)?
+    direct_pg_config(config, application_name)?
         .connect(NoTls)
         .map_err(|e| format!("cannot connect to the database: {e}"))
 }
