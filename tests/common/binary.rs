@@ -21,7 +21,11 @@ impl Spawned {
     /// `make run`'s settings (demo on, plain-http cookies, mail to files with each link logged,
     /// the sender on) on a free port of this test binary's database, plus `extra`.
     pub fn start(bin: &str, extra: &[(&str, &str)]) -> Spawned {
-        let port = super::webdriver::free_port();
+        Spawned::start_on(bin, super::webdriver::free_port(), extra)
+    }
+
+    /// Like `start`, on a given port (an instance replaced behind a load balancer).
+    pub fn start_on(bin: &str, port: u16, extra: &[(&str, &str)]) -> Spawned {
         let url = format!("http://127.0.0.1:{port}");
         let mail_dir = TempDir::new();
         let mut cmd = Command::new(bin);

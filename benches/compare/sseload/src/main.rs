@@ -1,9 +1,14 @@
-//! `sseload`: the same stream ladder against consoled and against the async reference, back to
-//! back on one database, then a Markdown table of ratios (consoled ÷ async) and the data and
-//! gnuplot script for the plots. `make bench-compare` runs it; see BENCHMARKS.md.
+//! `sseload`: the same stream ladder against consoled (in both delivery modes: with the hub's
+//! writes for idle streams, the default, and with `CONSOLED_STREAM_DIRECT=false`) and against the
+//! async reference, back to back on one database, then a Markdown table of ratios (÷ async) and
+//! the data and gnuplot script for the plots. `make bench-compare` runs it; see BENCHMARKS.md.
 //!
-//!     sseload --consoled BIN --async-ref BIN --out DIR [--quick] [--only consoled|async-ref]
-//!             [--rounds N] [--held-cap N] [--rung STREAMS,RATE,SECONDS]
+//!     sseload --consoled BIN --async-ref BIN --out DIR [--quick] [--only NAME]
+//!             [--rounds N] [--held-cap N] [--rung STREAMS,RATE,SECONDS] [--storm N]
+//!
+//! `--storm N`: after each server's ladder, a fresh instance gets N streams opened at once (a
+//! reconnect storm, `storm.rs`); default 5,000 (1,000 with --quick), 0 leaves it out.
+//! `--only NAME`: one column (`consoled`, `consoled-indirect` or `async-ref`).
 //!
 //! `--rounds N` repeats the pair N times, alternating which server goes first, so that a drift
 //! of the machine's load shows as a range instead of favouring one side. `--held-cap N`: the most
@@ -19,6 +24,7 @@ mod plots;
 mod procfs;
 mod report;
 mod server;
+mod storm;
 
 use std::io::Read;
 use std::path::PathBuf;
@@ -36,6 +42,7 @@ struct Args {
     held_cap: Option<usize>,
     rounds: usize,
     rungs: Vec<(usize, u64, f64)>,
+    storm: Option<usize>,
 }
 
 fn args() -> Args {
@@ -48,6 +55,7 @@ fn args() -> Args {
         held_cap: None,
         rounds: 1,
         rungs: Vec::new(),
+        storm: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -59,6 +67,7 @@ fn args() -> Args {
             "--only" => a.only = Some(value()),
             "--quick" => a.quick = true,
             "--rounds" => a.rounds = value().parse().expect("--rounds N"),
+            "--storm" => a.storm = Some(value().parse().expect("--storm N")),
             "--held-cap" => a.held_cap = Some(value().parse().expect("--held-cap N")),
             "--rung" => {
                 let v = value();
@@ -114,28 +123,39 @@ fn main() {
     let machine = report::machine();
     eprintln!("{machine}");
     let mut outcomes: Vec<Outcome> = Vec::new();
+    let storm = args.storm.unwrap_or(if args.quick { 1000 } else { 5000 });
     for round in 0..args.rounds.max(1) {
-        let mut pair = [
-            (Kind::Consoled, &args.consoled),
-            (Kind::AsyncRef, &args.async_ref),
+        let mut all = [
+            (Kind::Consoled, &args.consoled, "consoled"),
+            (Kind::ConsoledIndirect, &args.consoled, "consoled-indirect"),
+            (Kind::AsyncRef, &args.async_ref, "async-ref"),
         ];
-        if round % 2 == 1 {
-            pair.reverse();
-        }
-        for (kind, bin) in pair {
-            if args.only.as_deref().is_some_and(|o| o != kind.name()) {
+        // Each round starts with another server, so that a drift of the machine's load does not
+        // favour one.
+        all.rotate_left(round % 3);
+        for (kind, bin, short) in all {
+            if args.only.as_deref().is_some_and(|o| o != short) {
                 continue;
             }
             eprintln!("round {}: {}", round + 1, kind.name());
             let mut server = Server::start(kind, bin, &database_url);
-            outcomes.push(ladder::run(&mut server, &plan, &mut db, project, &secret));
+            let mut outcome = ladder::run(&mut server, &plan, &mut db, project, &secret);
             drop(server);
             // Let the closed connections and the server's exit settle before the next.
             std::thread::sleep(Duration::from_secs(2));
+            if storm > 0 {
+                eprintln!("{}: storm of {storm} streams on a fresh instance", kind.name());
+                let server = Server::start(kind, bin, &database_url);
+                std::thread::sleep(Duration::from_secs(1));
+                outcome.storm = storm::run(server.addr, &format!("Bearer {secret}"), storm);
+                drop(server);
+                std::thread::sleep(Duration::from_secs(2));
+            }
+            outcomes.push(outcome);
         }
     }
-    // The table lists consoled first whichever went first.
-    outcomes.sort_by_key(|o| o.server != Kind::Consoled.name());
+    // The table's columns in one order whichever went first.
+    outcomes.sort_by_key(|o| Kind::rank(&o.server));
     let json = serde_json::to_string_pretty(&outcomes).expect("json");
     std::fs::write(args.out.join("results.json"), json).expect("results.json");
     let table = report::write(&args.out, &machine, &outcomes, args.quick);
