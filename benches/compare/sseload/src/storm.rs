@@ -2,7 +2,9 @@
 //! client of the dead instance reconnects to a survivor; the time until every one has `ready`.
 //! A few threads connect and send every request as fast as they can, then wait with `poll(2)`
 //! for each stream's `ready`, so what is measured is the server's rate of opening streams, not
-//! the client's.
+//! the client's. Ten streams per API token, as the clients of a crashed instance would be (at
+//! most ten per user or token): one token for all would measure the per-token limit's lock, not
+//! the opening.
 
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpStream};
@@ -41,13 +43,19 @@ struct Pending {
     got: Vec<u8>,
 }
 
-/// Opens `n` streams at once against `addr` with `authorization`, and keeps them open until
-/// every one is ready (or failed); then closes them all.
-pub fn run(addr: SocketAddr, authorization: &str, n: usize) -> Storm {
-    let request = format!(
-        "GET /v1/events HTTP/1.1\r\nHost: bench\r\nAccept: text/event-stream\r\n\
-         Authorization: {authorization}\r\n\r\n"
-    );
+/// Streams per token.
+pub const PER_TOKEN: usize = 10;
+
+/// Opens `n` streams at once against `addr`, `PER_TOKEN` with each of `secrets`, and keeps them
+/// open until every one is ready (or failed); then closes them all.
+pub fn run(addr: SocketAddr, secrets: &[String], n: usize) -> Storm {
+    let request = |i: usize| {
+        format!(
+            "GET /v1/events HTTP/1.1\r\nHost: bench\r\nAccept: text/event-stream\r\n\
+             Authorization: Bearer {}\r\n\r\n",
+            secrets[(i / PER_TOKEN) % secrets.len()]
+        )
+    };
     let claimed = AtomicUsize::new(0);
     let start = Instant::now();
     let results: Vec<(Vec<f64>, Vec<String>)> = thread::scope(|scope| {
@@ -63,7 +71,7 @@ pub fn run(addr: SocketAddr, authorization: &str, n: usize) -> Storm {
                         }
                         let source = Ipv4Addr::new(127, 0, 0, 2 + (i % SOURCES as usize) as u8);
                         match connect_from(addr, source).and_then(|mut s| {
-                            s.write_all(request.as_bytes())
+                            s.write_all(request(i).as_bytes())
                                 .map_err(|e| format!("send: {e}"))?;
                             Ok(s)
                         }) {
