@@ -160,7 +160,10 @@ fn main() {
                 std::thread::sleep(Duration::from_secs(2));
             }
             if storm > 0 {
-                eprintln!("{}: storm of {storm} streams on a fresh instance", kind.name());
+                eprintln!(
+                    "{}: storm of {storm} streams on a fresh instance",
+                    kind.name()
+                );
                 let server = Server::start(kind, bin, &database_url);
                 std::thread::sleep(Duration::from_secs(1));
                 outcome.storm = storm::run(server.addr, &storm_secrets, storm);

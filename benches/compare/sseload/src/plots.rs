@@ -89,7 +89,13 @@ fn cdf(sorted_us: &[u32]) -> String {
 /// A file name part for a column name ("consoled (CONSOLED_STREAM_DIRECT=false)").
 fn slug(name: &str) -> String {
     name.chars()
-        .map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '_' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
         .collect::<String>()
         .trim_matches('_')
         .to_string()

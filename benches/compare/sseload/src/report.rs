@@ -196,11 +196,23 @@ fn table(machine: &str, sides: &[Side], quick: bool) -> String {
     let storm = sides.first().map_or(0, |s| s.runs[0].storm.streams);
     if storm > 0 {
         let name = format!("storm: {storm} streams opened at once on a fresh instance");
-        row(&format!("{name}: seconds until all ready"), &|o| o.storm.seconds, 2);
-        row(&format!("{name}: streams ready per second"), &|o| o.storm.rate, 0);
+        row(
+            &format!("{name}: seconds until all ready"),
+            &|o| o.storm.seconds,
+            2,
+        );
+        row(
+            &format!("{name}: streams ready per second"),
+            &|o| o.storm.rate,
+            0,
+        );
         row(&format!("{name}: p50 ms to ready"), &|o| o.storm.p50_ms, 1);
         row(&format!("{name}: p99 ms to ready"), &|o| o.storm.p99_ms, 1);
-        row(&format!("{name}: refused or failed"), &|o| o.storm.failed as f64, 0);
+        row(
+            &format!("{name}: refused or failed"),
+            &|o| o.storm.failed as f64,
+            0,
+        );
     }
     let _ = writeln!(t);
     for side in sides {

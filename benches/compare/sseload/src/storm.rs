@@ -89,7 +89,10 @@ pub fn run(addr: SocketAddr, secrets: &[String], n: usize) -> Storm {
             .map(|w| w.join().expect("storm thread"))
             .collect()
     });
-    let mut ms: Vec<f64> = results.iter().flat_map(|(r, _)| r.iter().copied()).collect();
+    let mut ms: Vec<f64> = results
+        .iter()
+        .flat_map(|(r, _)| r.iter().copied())
+        .collect();
     ms.sort_by(f64::total_cmp);
     let failures: Vec<&String> = results.iter().flat_map(|(_, f)| f.iter()).collect();
     let seconds = ms.last().copied().unwrap_or(0.0) / 1000.0;
