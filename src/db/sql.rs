@@ -75,8 +75,11 @@ impl Kept {
 /// preparing there is what breaks), for a pool that sends its statements unnamed.
 pub struct Describer {
     config: postgres::Config,
-    state: Mutex<(Option<Client>, HashMap<String, Arc<[Type]>>)>,
+    state: Mutex<Described>,
 }
+
+/// The describer's connection (made when first needed) and what it learnt.
+type Described = (Option<Client>, HashMap<String, Arc<[Type]>>);
 
 impl Describer {
     /// Describes statements on connections made with `config` (the direct URL).
