@@ -36,13 +36,29 @@ fn rows_written(c: &mut postgres::Client) -> i64 {
     .get(0)
 }
 
+/// A database of its own for one test (dropped first if left over), so that what PostgreSQL
+/// counts in it is that test's server's work alone.
+fn own_database(name: &str) -> String {
+    let mut admin = db();
+    admin
+        .batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+        .unwrap();
+    admin
+        .batch_execute(&format!("CREATE DATABASE {name}"))
+        .unwrap();
+    with_database(&database_url(), name)
+}
+
 /// 300 idle streams on one instance write (almost) nothing while they stay open: the old design
 /// re-upserted every lease every 15 s (6,202 row writes for 2,000 streams in 50 s); liveness is
-/// now one row per instance and heartbeat (4 s), whatever the number of streams.
+/// now one row per instance and heartbeat (4 s), whatever the number of streams. The server has
+/// a database of its own, so every row written in it is this server's.
 #[test]
 fn idle_streams_cost_no_row_writes_per_stream() {
     const STREAMS: usize = 300;
+    let url = own_database("consoled_t_instances_idle");
     let server = TestServer::with(&[
+        ("DATABASE_URL", url.as_str()),
         ("CONSOLED_MAX_STREAMS_PER_PRINCIPAL", "1000"),
         ("CONSOLED_CLIENT_SHARE", "1"),
     ]);
@@ -52,7 +68,7 @@ fn idle_streams_cost_no_row_writes_per_stream() {
     let streams: Vec<Sse> = (0..STREAMS)
         .map(|_| ready(sse::open(server.addr, &[("Cookie", &cookie)])))
         .collect();
-    let mut db = db();
+    let mut db = postgres::Client::connect(&url, postgres::NoTls).unwrap();
     // PostgreSQL publishes a backend's counts within a second of its transaction, or within
     // ten of going idle: wait for the opening's writes to show, then measure 20 s.
     std::thread::sleep(Duration::from_secs(11));
@@ -61,10 +77,10 @@ fn idle_streams_cost_no_row_writes_per_stream() {
     let after = rows_written(&mut db);
     let writes = after - before;
     eprintln!("{writes} rows written in 20 s with {STREAMS} idle streams");
-    // Five heartbeats (one row each) plus whatever else this binary's tests write meanwhile;
-    // one write per stream and heartbeat would be 300 or more.
+    // Five heartbeats (one row each), give or take one at the window's edges and the
+    // statistics' delay; one write per stream and heartbeat would be 300 or more.
     assert!(
-        writes < 40,
+        writes <= 10,
         "{writes} rows written in 20 s with {STREAMS} idle streams"
     );
     drop(streams);
