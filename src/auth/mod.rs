@@ -4,6 +4,7 @@
 
 pub mod csrf;
 pub mod email;
+mod factor;
 pub mod login;
 pub mod mfa;
 pub mod oauth;
@@ -52,6 +53,18 @@ pub fn any_session(app: &App, req: &Request) -> ApiResult<Session> {
         sessions::touch(&mut *c, session.id)?;
     }
     Ok(session)
+}
+
+/// Whether the session of `token` no longer exists (ended, expired, never was). A database error
+/// answers false: the caller then refuses, as it would without the question.
+pub fn session_ended(app: &App, token: &str) -> bool {
+    let Ok(mut c) = db::conn(&app.pool) else {
+        return false;
+    };
+    matches!(
+        sessions::find_valid(&mut *c, token, app.config.session_idle),
+        Ok(None)
+    )
 }
 
 /// The cookie's token if it has the shape of one of ours (saves a query for garbage).

@@ -26,6 +26,11 @@ pub const MIGRATIONS: &[(i32, &str, &str)] = &[
         "0004_instance_liveness.sql",
         include_str!("../../migrations/0004_instance_liveness.sql"),
     ),
+    (
+        6,
+        "0006_server_keys.sql",
+        include_str!("../../migrations/0006_server_keys.sql"),
+    ),
 ];
 
 /// An arbitrary constant naming our lock in `pg_advisory_lock`.
@@ -39,6 +44,28 @@ pub fn run(client: &mut Client) -> Result<Vec<i32>, postgres::Error> {
     let applied = result?;
     unlock?;
     Ok(applied)
+}
+
+/// The versions of this binary not yet applied to the database (all of them on an empty one).
+/// Reads only: commands other than `serve` and `migrate` refuse to run while this is not empty.
+pub fn pending(client: &mut Client) -> Result<Vec<i32>, postgres::Error> {
+    let exists: bool = client
+        .query_one("SELECT to_regclass('schema_migrations') IS NOT NULL", &[])?
+        .get(0);
+    let applied: Vec<i32> = if exists {
+        client
+            .query("SELECT version FROM schema_migrations", &[])?
+            .iter()
+            .map(|r| r.get(0))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    Ok(MIGRATIONS
+        .iter()
+        .map(|m| m.0)
+        .filter(|v| !applied.contains(v))
+        .collect())
 }
 
 fn apply_pending(client: &mut Client) -> Result<Vec<i32>, postgres::Error> {
