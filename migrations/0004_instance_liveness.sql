@@ -14,9 +14,9 @@ CREATE TABLE instances (
 ALTER TABLE stream_leases ALTER COLUMN expires_at DROP NOT NULL;
 CREATE INDEX stream_leases_instance_idx ON stream_leases (instance_id);
 
--- Opens a stream in one statement (one round trip): authenticates the API token (by hash) or
--- the session (by hash; marked as used when last marked more than `p_touch_after` seconds
--- ago), and takes a lease if the holder has fewer than `p_limit` leases of live instances.
+-- Opens a stream in one statement (one round trip): authenticates the API token (by hash; its
+-- `last_used_at` noted, to the minute, as `db::tokens::find` does) or the session (by hash;
+-- marked as used when last marked more than `p_touch_after` seconds ago), and takes a lease if the holder has fewer than `p_limit` leases of live instances.
 -- The advisory lock per holder makes count-then-insert atomic across instances; each statement
 -- of the function sees what committed before it (READ COMMITTED), so the count follows the lock.
 -- `outcome`: ok, unauthorized, mfa_required or full. A session's organizations come along, so
@@ -30,6 +30,7 @@ LANGUAGE plpgsql AS $$
 DECLARE
     v_token bigint;
     v_project bigint;
+    v_used timestamptz;
     v_session bigint;
     v_user bigint;
     v_pending boolean;
@@ -40,13 +41,17 @@ DECLARE
     v_orgs bigint[];
 BEGIN
     IF p_token_hash IS NOT NULL THEN
-        SELECT t.id, t.project_id INTO v_token, v_project
+        SELECT t.id, t.project_id, t.last_used_at INTO v_token, v_project, v_used
           FROM api_tokens t
          WHERE t.token_hash = p_token_hash AND t.revoked_at IS NULL;
         IF NOT FOUND THEN
             RETURN QUERY SELECT 'unauthorized', NULL::bigint, NULL::bigint, NULL::bigint,
                                 NULL::bigint, NULL::bigint, NULL::float8, NULL::bigint[];
             RETURN;
+        END IF;
+        -- At most one write a minute per token, however many streams it opens.
+        IF v_used IS NULL OR v_used < now() - interval '1 minute' THEN
+            UPDATE api_tokens SET last_used_at = now() WHERE id = v_token;
         END IF;
         PERFORM pg_advisory_xact_lock(hashtextextended('streams:token:' || v_token, 0));
         SELECT count(*) INTO v_live
