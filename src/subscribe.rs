@@ -13,6 +13,7 @@
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use crate::admission::{Refusal, Slot, Ticket};
 use crate::app::{App, Reply};
 use crate::auth;
 use crate::crypto::token_hash;
@@ -21,13 +22,7 @@ use crate::db::{self, tokens, visibility};
 use crate::error::{ApiError, ApiResult, Code};
 use crate::events::journal::Mark;
 use crate::events::{Scope, StreamPlan, Timing};
-use crate::http::client::Client;
 use crate::http::{refusal, Request, Response};
-use crate::shares::Ticket;
-
-/// Seconds a client refused for the per-principal limit waits before it tries again (a slot
-/// frees as soon as one of its streams closes).
-const FULL_RETRY_AFTER: u64 = 3;
 
 /// `GET /v1/events`.
 pub fn get(app: &App, req: &Request) -> ApiResult<Reply> {
@@ -67,14 +62,14 @@ fn refused_stream(e: &ApiError, req: &Request) -> Option<Response> {
 
 fn open(app: &App, req: &Request) -> ApiResult<Reply> {
     let credential = credential(req)?;
-    let share = admit(app, req)?;
+    let (slot, share) = admit(app, req)?;
     let mut c = db::conn(&app.pool)?;
     let book = &app.hub.leases;
     let rules = SessionRules {
         idle: app.config.session_idle,
         touch_after: (app.config.session_idle.as_secs_f64() / 20.0).min(60.0),
     };
-    let max = app.config.max_streams;
+    let max = app.config.streams_per_principal;
     let since = app.hub.journal.position();
     let opened = lease_rows::open(&mut *c, &book.instance_id, &credential, &rules, max)?;
     let (lease, holder, scope, orgs, remaining) = match opened {
@@ -113,14 +108,7 @@ fn open(app: &App, req: &Request) -> ApiResult<Reply> {
         }
         Opened::Unauthorized => return Err(ApiError::new(Code::Unauthorized)),
         Opened::MfaRequired => return Err(ApiError::new(Code::MfaRequired)),
-        Opened::Full => {
-            let mut e = ApiError::new(Code::TooManyStreams).message(format!(
-                "At most {max} event streams can be open at once for one user or API token; \
-                 close one first."
-            ));
-            e.retry_after = Some(FULL_RETRY_AFTER);
-            return Err(e);
-        }
+        Opened::Full => return Err(Refusal::PrincipalStreams { limit: max }.into()),
     };
     let lease = book.hold(lease, holder);
     let (sub, needs_orgs) = app.hub.subscribe(scope, app.config.stream_queue);
@@ -155,7 +143,7 @@ fn open(app: &App, req: &Request) -> ApiResult<Reply> {
         stall: app.config.stream_stall,
         direct: app.config.stream_direct,
     };
-    let plan = StreamPlan::new(sub, lease, share, timing, app.metrics.clone());
+    let plan = StreamPlan::new(sub, lease, (slot, share), timing, app.metrics.clone());
     Ok(Reply::Stream(plan))
 }
 
@@ -169,23 +157,16 @@ fn marks(scope: Scope) -> [Mark; 2] {
     }
 }
 
-/// Refuses a stream while this instance holds as many as it can (503), or while the client's
-/// address holds its share of them (429), before the database is asked. Concurrent requests can
-/// pass the overall check by at most one per worker.
-fn admit(app: &App, req: &Request) -> ApiResult<Ticket<Client>> {
-    let open = app.metrics.streams_open.load(Ordering::Relaxed);
-    if open >= app.capacity.max_streams as u64 {
-        return Err(ApiError::new(Code::Unavailable).message(
-            "This server has as many event streams open as it can hold; try again shortly.",
-        ));
-    }
-    app.stream_shares
-        .take(req.client(&app.config.client_source)).ok_or_else(|| {
-        ApiError::rate_limited(5).message(format!(
-            "One client address may hold at most {} of this server's event streams; close one first.",
-            app.stream_shares.limit()
-        ))
-    })
+/// Refuses a stream while this instance holds as many as it can (503), or while the client
+/// holds its share of them (429), before the database is asked. Both are exact: a place is
+/// taken, not a count looked at.
+fn admit(app: &App, req: &Request) -> Result<(Slot, Ticket), Refusal> {
+    let slot = app.stream_slots.take().ok_or(Refusal::StreamsFull)?;
+    let client = req.client(&app.config.client_source);
+    let share = app.stream_shares.take(client).ok_or(Refusal::StreamShare {
+        limit: app.stream_shares.limit(),
+    })?;
+    Ok((slot, share))
 }
 
 fn unknown_token() -> ApiError {

@@ -10,7 +10,6 @@ pub mod mfa;
 pub mod oauth;
 pub mod reauth;
 pub mod signup;
-pub mod throttle;
 
 use crate::db::Sql;
 use serde_json::{json, Value};

@@ -14,8 +14,8 @@ use std::time::{Duration, Instant};
 use postgres::fallible_iterator::FallibleIterator;
 use postgres::{Client, Notification};
 
+use super::change::Change;
 use super::journal::Mark;
-use super::Change;
 use super::Core;
 use crate::db::visibility;
 
