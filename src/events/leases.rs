@@ -46,7 +46,7 @@ impl LeaseBook {
         }
     }
 
-    /// Records a lease row taken by `db::leases::acquire`; the guard releases it on drop.
+    /// Records a lease row taken by `db::leases::open`; the guard releases it on drop.
     pub fn hold(self: &Arc<Self>, id: i64, holder: Holder) -> Lease {
         self.live_set().insert(id, holder);
         Lease {
