@@ -64,9 +64,11 @@ bench:
 # consoled against the async reference under benches/compare (its own Cargo workspace, never
 # built by run or test): the same stream ladder, back to back, one database; table and PNGs in
 # docs/bench-compare/. QUICK=1: a smaller ladder into benches/out/compare-quick/; ROUNDS=N repeats
-# the pair, alternating which goes first. See BENCHMARKS.md.
+# the pair, alternating which goes first. See BENCHMARKS.md. consoled runs in both delivery modes
+# (a column `consoled (CONSOLED_STREAM_DIRECT=false)`), and each server then takes a reconnect
+# storm of STORM streams (default 5,000) on a fresh instance.
 bench-compare:
-	@QUICK="$(QUICK)" ROUNDS="$(ROUNDS)" benches/compare/run.sh
+	@QUICK="$(QUICK)" ROUNDS="$(ROUNDS)" STORM="$(STORM)" benches/compare/run.sh
 
 clean: db-down
 	rm -rf .pg target mail

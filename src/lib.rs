@@ -134,7 +134,7 @@ pub fn serve_on(config: Config, listener: std::net::TcpListener) -> Result<Servi
         pool: app.pool.clone(),
         metrics: app.metrics.clone(),
         stopping: app.stopping.clone(),
-        listen_db: db::pg_config(&app.config, &listener_name)?,
+        listen_db: db::direct_pg_config(&app.config, &listener_name)?,
         session_idle: app.config.session_idle,
     });
     let mut background = vec![

@@ -27,6 +27,8 @@ pub struct Metrics {
     latency: Mutex<BTreeMap<&'static str, Histogram>>,
     pub panics: AtomicU64,
     pub streams_total: AtomicU64,
+    /// Stream refusals answered as `event: refused` (an `EventSource` retries them).
+    pub streams_refused_as_events: AtomicU64,
     pub changes_received: AtomicU64,
     pub changes_dropped: AtomicU64,
     pub listener_reconnects: AtomicU64,
@@ -158,6 +160,11 @@ impl Metrics {
                 "consoled_streams_total",
                 "Event streams opened.",
                 &self.streams_total,
+            ),
+            (
+                "consoled_streams_refused_as_events_total",
+                "Stream refusals answered as event: refused, for an EventSource to retry.",
+                &self.streams_refused_as_events,
             ),
             (
                 "consoled_changes_received_total",

@@ -1,74 +1,142 @@
-//! `GET /v1/events`: authenticates the token or session, admits the stream (instance capacity,
-//! the client address's share), takes a lease (the per-principal limit across instances) and
-//! subscribes to the hub. The stream itself runs in the server, on its connection's thread.
+//! `GET /v1/events`: admits the stream (instance capacity, the client address's share), then
+//! authenticates the token or session and takes a lease (the per-principal limit across
+//! instances) in one statement, and subscribes to the hub. The stream itself runs in the server,
+//! on its connection's thread.
+//!
+//! Opening a stream costs two round trips to PostgreSQL: the pool's check of the connection and
+//! `consoled_open_stream`. That is what a reconnect storm after a crash multiplies (issue 24;
+//! docs/events.md). A third happens only when a control notification about the stream's principal
+//! arrived meanwhile (`events::journal`).
+//!
+//! A refusal of an `EventSource` is answered so that it retries on its own (`http::refusal`).
 
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use crate::admission::Ticket;
-use crate::admission::{Refusal, Slot};
+use crate::admission::{Refusal, Slot, Ticket};
 use crate::app::{App, Reply};
 use crate::auth;
-use crate::db::leases::{self as lease_rows, Holder};
-use crate::db::sessions::Session;
-use crate::db::tokens::{self, ApiToken};
-use crate::db::{self, visibility};
+use crate::crypto::token_hash;
+use crate::db::leases::{self as lease_rows, Credential, Holder, Opened, SessionRules};
+use crate::db::{self, tokens, visibility};
 use crate::error::{ApiError, ApiResult, Code};
-use crate::events::{Lease, Scope, StreamPlan, Timing};
-use crate::http::Request;
-
-/// Who opened a stream.
-enum Who {
-    Token(ApiToken),
-    Session(Session),
-}
-
-impl Who {
-    fn holder(&self) -> Holder {
-        match self {
-            Who::Token(t) => Holder::Token(t.id),
-            Who::Session(s) => Holder::User(s.user_id),
-        }
-    }
-
-    fn scope(&self) -> Scope {
-        match self {
-            Who::Token(t) => Scope::Token {
-                token_id: t.id,
-                project_id: t.project_id,
-            },
-            Who::Session(s) => Scope::Session {
-                session_id: s.id,
-                user_id: s.user_id,
-            },
-        }
-    }
-}
+use crate::events::journal::Mark;
+use crate::events::{Scope, StreamPlan, Timing};
+use crate::http::{refusal, Request, Response};
 
 /// `GET /v1/events`.
 pub fn get(app: &App, req: &Request) -> ApiResult<Reply> {
-    let who = authenticate(app, req)?;
+    match open(app, req) {
+        Err(e) => match refused_stream(&e, req) {
+            Some(response) => {
+                app.metrics
+                    .streams_refused_as_events
+                    .fetch_add(1, Ordering::Relaxed);
+                Ok(Reply::Response(response))
+            }
+            None => Err(e),
+        },
+        ok => ok,
+    }
+}
+
+/// The refusals an `EventSource` must survive (capacity, share, per-principal limit) as an
+/// `event: refused` stream, when the request accepts one.
+fn refused_stream(e: &ApiError, req: &Request) -> Option<Response> {
+    if !matches!(
+        e.code,
+        Code::TooManyStreams | Code::RateLimited | Code::Unavailable
+    ) || e.more.log_detail.is_some()
+    {
+        // A database outage (a 503 with a detail for the log) is not a refusal of this stream.
+        return None;
+    }
+    refusal::as_event_stream(
+        e.code.status(),
+        e.code.as_str(),
+        &e.more.message,
+        e.retry_after,
+        req.header("accept"),
+    )
+}
+
+fn open(app: &App, req: &Request) -> ApiResult<Reply> {
+    let credential = credential(req)?;
     let (slot, share) = admit(app, req)?;
     let mut c = db::conn(&app.pool)?;
-    let lease = take_lease(app, &mut c, who.holder())?;
-    let (sub, needs_orgs) = app.hub.subscribe(who.scope(), app.config.stream_queue);
-    // Checked again after subscribing: a logout or revocation announced between authentication
-    // and subscription found no stream to end.
-    let still_live = match &who {
-        Who::Token(t) => tokens::is_live(&mut *c, t.id)?,
-        Who::Session(s) => !visibility::live_sessions(&mut *c, &[s.id])?.is_empty(),
+    let book = &app.hub.leases;
+    let rules = SessionRules {
+        idle: app.config.session_idle,
+        touch_after: (app.config.session_idle.as_secs_f64() / 20.0).min(60.0),
     };
-    if !still_live {
-        return Err(ApiError::new(Code::Unauthorized));
-    }
-    if let (Who::Session(s), Some(version)) = (&who, needs_orgs) {
-        let orgs = visibility::orgs_of(&mut *c, &[s.user_id])?.remove(&s.user_id);
-        app.hub
-            .set_orgs(s.user_id, &orgs.unwrap_or_default(), version);
+    let max = app.config.streams_per_principal;
+    let since = app.hub.journal.position();
+    let opened = lease_rows::open(&mut *c, &book.instance_id, &credential, &rules, max)?;
+    let (lease, holder, scope, orgs, remaining) = match opened {
+        Opened::Token {
+            lease,
+            token_id,
+            project_id,
+        } => {
+            let scope = Scope::Token {
+                token_id,
+                project_id,
+            };
+            (lease, Holder::Token(token_id), scope, None, None)
+        }
+        Opened::Session {
+            lease,
+            session_id,
+            user_id,
+            remaining,
+            orgs,
+        } => {
+            let scope = Scope::Session {
+                session_id,
+                user_id,
+            };
+            (
+                lease,
+                Holder::User(user_id),
+                scope,
+                Some(orgs),
+                Some(remaining),
+            )
+        }
+        Opened::Unauthorized if matches!(credential, Credential::Token(_)) => {
+            return Err(unknown_token())
+        }
+        Opened::Unauthorized => return Err(ApiError::new(Code::Unauthorized)),
+        Opened::MfaRequired => return Err(ApiError::new(Code::MfaRequired)),
+        Opened::Full => return Err(Refusal::PrincipalStreams { limit: max }.into()),
+    };
+    let lease = book.hold(lease, holder);
+    let (sub, needs_orgs) = app.hub.subscribe(scope, app.config.stream_queue);
+    let mut orgs = orgs;
+    // A logout, revocation or membership change handled between the statement and the
+    // subscription found no stream to end or reload: read again (rare).
+    if app.hub.journal.any_since(since, &marks(scope)) {
+        let still_live = match scope {
+            Scope::Token { token_id, .. } => tokens::is_live(&mut *c, token_id)?,
+            Scope::Session { session_id, .. } => {
+                !visibility::live_sessions(&mut *c, &[session_id])?.is_empty()
+            }
+        };
+        if !still_live {
+            return Err(ApiError::new(Code::Unauthorized));
+        }
+        if let (Scope::Session { user_id, .. }, Some(_)) = (scope, needs_orgs) {
+            orgs = visibility::orgs_of(&mut *c, &[user_id])?.remove(&user_id);
+        }
     }
     drop(c);
-    if let Who::Session(s) = &who {
-        let remaining = Duration::from_secs_f64(s.remaining.max(0.0));
-        app.hub.leases.watch_session(s.id, remaining);
+    if let (Scope::Session { user_id, .. }, Some(version)) = (scope, needs_orgs) {
+        app.hub
+            .set_orgs(user_id, &orgs.unwrap_or_default(), version);
+    }
+    if let (Scope::Session { session_id, .. }, Some(remaining)) = (scope, remaining) {
+        let remaining = Duration::from_secs_f64(remaining.max(0.0));
+        app.hub.leases.watch_session(session_id, remaining);
     }
     let timing = Timing {
         ping: app.config.ping_interval,
@@ -79,9 +147,19 @@ pub fn get(app: &App, req: &Request) -> ApiResult<Reply> {
     Ok(Reply::Stream(plan))
 }
 
+fn marks(scope: Scope) -> [Mark; 2] {
+    match scope {
+        Scope::Token { token_id, .. } => [Mark::Token(token_id), Mark::Token(token_id)],
+        Scope::Session {
+            session_id,
+            user_id,
+        } => [Mark::Session(session_id), Mark::User(user_id)],
+    }
+}
+
 /// Refuses a stream while this instance holds as many as it can (503), or while the client
-/// holds its share of them (429), before any lease is taken. Both are exact: a place is taken,
-/// not a count looked at.
+/// holds its share of them (429), before the database is asked. Both are exact: a place is
+/// taken, not a count looked at.
 fn admit(app: &App, req: &Request) -> Result<(Slot, Ticket), Refusal> {
     let slot = app.stream_slots.take().ok_or(Refusal::StreamsFull)?;
     let client = req.client(&app.config.client_source);
@@ -91,30 +169,20 @@ fn admit(app: &App, req: &Request) -> Result<(Slot, Ticket), Refusal> {
     Ok((slot, share))
 }
 
-/// A bearer API token, else the session cookie (401 `unauthorized` / `mfa_required`).
-fn authenticate(app: &App, req: &Request) -> ApiResult<Who> {
+fn unknown_token() -> ApiError {
+    ApiError::new(Code::Unauthorized).message("Unknown or revoked API token.")
+}
+
+/// A bearer API token, else the session cookie, by the hash the database keeps; what cannot be
+/// one of ours is refused without a query (401 `unauthorized`).
+fn credential(req: &Request) -> ApiResult<Credential> {
     if req.header("authorization").is_none() {
-        return auth::require_session(app, req).map(Who::Session);
+        let token = auth::session_token(req).ok_or_else(|| ApiError::new(Code::Unauthorized))?;
+        return Ok(Credential::Session(token_hash(&token)));
     }
-    let unauthorized =
-        || ApiError::new(Code::Unauthorized).message("Unknown or revoked API token.");
     let secret = req
         .bearer()
         .filter(|s| s.starts_with(tokens::PREFIX))
-        .ok_or_else(unauthorized)?;
-    let mut c = db::conn(&app.pool)?;
-    let token = tokens::find(&mut *c, secret)?.ok_or_else(unauthorized)?;
-    Ok(Who::Token(token))
-}
-
-fn take_lease(app: &App, c: &mut db::Conn, holder: Holder) -> ApiResult<Lease> {
-    let book = &app.hub.leases;
-    let max = app.config.streams_per_principal;
-    let mut tx = c.transaction()?;
-    let id = lease_rows::acquire(&mut tx, &book.instance_id, holder, max)?;
-    tx.commit()?;
-    match id {
-        Some(id) => Ok(book.hold(id, holder)),
-        None => Err(Refusal::PrincipalStreams { limit: max }.into()),
-    }
+        .ok_or_else(unknown_token)?;
+    Ok(Credential::Token(token_hash(secret)))
 }

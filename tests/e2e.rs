@@ -416,3 +416,50 @@ fn qr_says(b: &Browser, uri: &str) {
     let decoded = String::from_utf8_lossy(&out.stdout);
     assert_eq!(decoded.trim_end(), uri, "the QR code on the page");
 }
+
+/// An eleventh stream of one user in the browser: the page says it waits for a free slot (the
+/// server answered `event: refused` with `retry`, which an `EventSource` survives), and streams
+/// by itself once another of the user's streams closes; no reload of the page.
+#[test]
+#[ignore = "needs chromium and chromedriver; run by `make e2e`"]
+fn an_eleventh_stream_waits_for_a_free_slot_then_streams() {
+    assert!(
+        webdriver::available(),
+        "chromium or chromedriver is missing: run scripts/e2e-deps.sh (as root) or `make e2e`"
+    );
+    let server = Server::start();
+    let addr: std::net::SocketAddr = server.url.trim_start_matches("http://").parse().unwrap();
+    // The user holds ten streams elsewhere (another session of the same user).
+    let mut api = common::Client::new(addr);
+    let (email, _) = api.signup();
+    let cookie = format!("svc_session={}", api.cookies["svc_session"]);
+    let mut held: Vec<common::sse::Sse> = (0..10)
+        .map(|_| {
+            let mut s = common::sse::open(addr, &[("Cookie", &cookie)]);
+            assert_eq!(s.next(STEP), common::sse::Ev::Ready);
+            s
+        })
+        .collect();
+    in_browser("waiting.png", |b| {
+        b.goto(&format!("{}/", server.url));
+        b.wait("the login form", STEP, |b| b.displayed("#login-form"));
+        b.type_into("#login-email", &email);
+        b.type_into("#login-password", common::PASSWORD);
+        b.click("#login-submit");
+        b.wait("the page waiting for a free slot", STEP, |b| {
+            b.text("#stream-status")
+                .starts_with("stream: waiting for a free slot (too_many_streams)")
+        });
+        // Still waiting a retry later: the browser kept trying, it did not give up.
+        std::thread::sleep(Duration::from_secs(4));
+        assert!(
+            b.text("#stream-status").starts_with("stream: waiting"),
+            "{}",
+            b.text("#stream-status")
+        );
+        held.pop();
+        b.wait("the stream once a slot freed", STEP, |b| {
+            b.text("#stream-status").starts_with("ready: reloaded at ")
+        });
+    });
+}

@@ -266,60 +266,94 @@ fn past_capacity_a_connection_gets_a_json_503_with_retry_after() {
 
 mod leases {
     use super::*;
-    use consoled::db::leases::{self, Holder};
+    use consoled::db::leases;
 
     fn user(server: &TestServer) -> i64 {
         let (_, state) = server.client().signup();
         state["user"]["id"].as_i64().unwrap()
     }
 
-    fn acquire(c: &mut postgres::Client, instance: &str, holder: Holder) -> i64 {
-        let mut tx = c.transaction().unwrap();
-        let id = leases::acquire(&mut tx, instance, holder, 10)
-            .unwrap()
-            .unwrap();
-        tx.commit().unwrap();
-        id
-    }
-
-    fn exists(c: &mut postgres::Client, id: i64) -> bool {
-        c.query_opt(
-            "SELECT 1 FROM stream_leases WHERE id = $1 AND expires_at > now()",
-            &[&id],
+    fn take(c: &mut postgres::Client, instance: &str, user: i64) -> i64 {
+        c.query_one(
+            "INSERT INTO stream_leases (instance_id, user_id) VALUES ($1, $2) RETURNING id",
+            &[&instance, &user],
         )
         .unwrap()
-        .is_some()
+        .get(0)
+    }
+
+    /// Leases of `user` that count: their instance is alive.
+    fn counted(c: &mut postgres::Client, user: i64) -> i64 {
+        c.query_one(
+            "SELECT count(*) FROM stream_leases l JOIN instances i ON i.id = l.instance_id
+              WHERE l.user_id = $1 AND i.alive_until > now()",
+            &[&user],
+        )
+        .unwrap()
+        .get(0)
+    }
+
+    fn lapse(c: &mut postgres::Client, instance: &str, ago_secs: f64) {
+        c.execute(
+            "UPDATE instances SET alive_until = now() - make_interval(secs => $2) WHERE id = $1",
+            &[&instance, &ago_secs],
+        )
+        .unwrap();
     }
 
     #[test]
-    fn a_lease_taken_after_the_keeper_read_its_live_set_survives_the_heartbeat() {
+    fn a_lease_counts_only_while_its_instance_is_alive() {
         let server = TestServer::start();
-        let holder = Holder::User(user(&server));
+        let user = user(&server);
         let mut c = db();
         let instance = unique();
-        let early = acquire(&mut c, &instance, holder);
-        let snapshot = vec![(early, holder)];
-        let late = acquire(&mut c, &instance, holder);
-        leases::heartbeat(&mut c, &instance, &snapshot).unwrap();
-        assert!(exists(&mut c, early));
-        assert!(exists(&mut c, late), "a running stream's lease was deleted");
+        assert!(!leases::heartbeat(&mut c, &instance).unwrap(), "new");
+        take(&mut c, &instance, user);
+        take(&mut c, &instance, user);
+        assert_eq!(counted(&mut c, user), 2);
+        assert!(leases::heartbeat(&mut c, &instance).unwrap(), "alive");
+        lapse(&mut c, &instance, 1.0);
+        assert_eq!(
+            counted(&mut c, user),
+            0,
+            "a lapsed instance's streams count"
+        );
+        // Not forgotten yet: a slow instance that comes back counts again at once.
+        leases::forget_dead(&mut c).unwrap();
+        assert!(!leases::heartbeat(&mut c, &instance).unwrap(), "had lapsed");
+        assert_eq!(counted(&mut c, user), 2);
     }
 
     #[test]
     fn a_lease_deleted_while_its_instance_was_cut_off_is_recreated() {
         let server = TestServer::start();
-        let holder = Holder::User(user(&server));
+        let user = user(&server);
+        let holder = leases::Holder::User(user);
         let mut c = db();
         let instance = unique();
-        let id = acquire(&mut c, &instance, holder);
-        // Another instance's cleanup took it for expired.
-        c.execute("DELETE FROM stream_leases WHERE id = $1", &[&id])
-            .unwrap();
-        leases::heartbeat(&mut c, &instance, &[(id, holder)]).unwrap();
-        assert!(
-            exists(&mut c, id),
+        leases::heartbeat(&mut c, &instance).unwrap();
+        let id = take(&mut c, &instance, user);
+        let other = take(&mut c, &instance, user);
+        // Cut off long enough for another instance to forget it, with its leases.
+        lapse(&mut c, &instance, leases::FORGET_AFTER.as_secs_f64() + 1.0);
+        assert_eq!(leases::forget_dead(&mut c).unwrap(), 2);
+        assert_eq!(counted(&mut c, user), 0);
+        // Back: the heartbeat says it had lapsed, and the keeper restores its live leases (the
+        // other stream ended meanwhile).
+        assert!(!leases::heartbeat(&mut c, &instance).unwrap());
+        leases::restore(&mut c, &instance, &[(id, holder)]).unwrap();
+        assert_eq!(
+            counted(&mut c, user),
+            1,
             "the live stream's lease is counted again"
         );
+        let ids: Vec<i64> = c
+            .query("SELECT id FROM stream_leases WHERE user_id = $1", &[&user])
+            .unwrap()
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        assert_eq!(ids, vec![id], "{other} stays gone");
     }
 }
 

@@ -3,7 +3,11 @@
 # stream ladder against each, back to back on one database, and writes the ratio table and the
 # PNG plots. The full run writes into docs/bench-compare/ (what BENCHMARKS.md shows); QUICK=1 into
 # benches/out/compare-quick/ (not kept) and takes about a minute once both are built. ROUNDS=N
-# repeats the pair N times, alternating which goes first (medians and the range of the ratios).
+# repeats the three N times, rotating which goes first (medians and the range of the ratios).
+# consoled runs in both delivery modes: the default (the hub writes for idle streams) and the
+# column `consoled (CONSOLED_STREAM_DIRECT=false)`. After each ladder a fresh instance gets a
+# reconnect storm: STORM streams (default 5,000; 1,000 with QUICK=1; STORM=0 leaves it out) opened
+# at once, timed until every one has `ready`.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -38,7 +42,7 @@ started=$SECONDS
 DATABASE_URL="$url" benches/compare/target/release/sseload \
     --consoled target/release/consoled \
     --async-ref benches/compare/target/release/async-ref \
-    --out "$out" --rounds "${ROUNDS:-1}" "${mode[@]}"
+    --out "$out" --rounds "${ROUNDS:-1}" ${STORM:+--storm "$STORM"} "${mode[@]}"
 echo "bench-compare: ladder ran in $((SECONDS - started)) s" >&2
 
 if command -v gnuplot >/dev/null; then

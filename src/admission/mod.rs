@@ -54,6 +54,8 @@ pub enum Refusal {
 
 /// Seconds after which a refused connection or stream may try again.
 const RETRY: u64 = 5;
+/// Seconds after which a stream refused for its user's or token's limit may try again.
+const PRINCIPAL_RETRY: u64 = 3;
 
 impl From<Refusal> for ApiError {
     fn from(r: Refusal) -> ApiError {
@@ -72,10 +74,13 @@ impl From<Refusal> for ApiError {
                  close one first."
             )),
             Refusal::PrincipalStreams { limit } => {
-                ApiError::new(Code::TooManyStreams).message(format!(
+                let mut e = ApiError::new(Code::TooManyStreams).message(format!(
                     "At most {limit} event streams can be open at once for one user or API \
                      token; close one first."
-                ))
+                ));
+                // A slot frees as soon as one of the holder's streams closes.
+                e.retry_after = Some(PRINCIPAL_RETRY);
+                e
             }
             Refusal::HashQueue => ApiError::rate_limited(1)
                 .message("Too many sign-ins at once; try again in a second."),
@@ -126,5 +131,6 @@ mod tests {
         }
         let e = ApiError::from(Refusal::PrincipalStreams { limit: 10 });
         assert_eq!(e.code.as_str(), "too_many_streams");
+        assert_eq!(e.retry_after, Some(3));
     }
 }

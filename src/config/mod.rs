@@ -41,6 +41,14 @@ impl fmt::Debug for ProviderConfig {
 #[derive(Clone)]
 pub struct Config {
     pub database_url: String,
+    /// `CONSOLED_DATABASE_DIRECT_URL`: a session connection to PostgreSQL itself, for what a
+    /// transaction-mode PgBouncer cannot carry: `LISTEN`, the migrations' session lock, the mail
+    /// sender and the commands. `None`: `database_url`.
+    pub database_direct_url: Option<String>,
+    /// `CONSOLED_DB_KEEP_STATEMENTS` (default true): the pool keeps named prepared statements per
+    /// connection. False for a pool behind a transaction-mode PgBouncer older than 1.21, which
+    /// cannot carry them: each statement is then sent unnamed (docs/OPERATIONS.md, "PgBouncer").
+    pub db_keep_statements: bool,
     pub listen: SocketAddr,
     pub base_url: String,
     pub console_url: String,
@@ -117,6 +125,11 @@ impl fmt::Debug for Config {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Config")
             .field("database_url", &redact_url(&self.database_url))
+            .field(
+                "database_direct_url",
+                &self.database_direct_url.as_deref().map(redact_url),
+            )
+            .field("db_keep_statements", &self.db_keep_statements)
             .field("listen", &self.listen)
             .field("base_url", &self.base_url)
             .field("console_url", &self.console_url)
@@ -210,6 +223,7 @@ impl Config {
         let hash_threads = env.parse("CONSOLED_HASH_THREADS", cores)?;
         let config = Config {
             database_url,
+            database_direct_url: env.get("CONSOLED_DATABASE_DIRECT_URL"),
             listen,
             base_url: base_url.clone(),
             console_url,
@@ -249,6 +263,7 @@ impl Config {
             hash_threads,
             hash_queue: env.parse("CONSOLED_HASH_QUEUE", hash_threads * 4)?,
             db_pool_size: env.parse("CONSOLED_DB_POOL", 16)?,
+            db_keep_statements: env.bool("CONSOLED_DB_KEEP_STATEMENTS", true)?,
             db_timeout: secs(env.parse("CONSOLED_DB_TIMEOUT_SECONDS", 3)?),
             streams_per_principal: env.parse("CONSOLED_MAX_STREAMS_PER_PRINCIPAL", 10)?,
             max_connections: env.optional("CONSOLED_MAX_CONNECTIONS")?,

@@ -1,15 +1,22 @@
-//! Table `stream_leases`: one row per open event stream, so the per-user and per-token stream limit
-//! holds across every instance. An instance renews its rows by heartbeat; the rows of a crashed
-//! instance lapse on their own after `TTL`.
+//! Tables `instances` and `stream_leases`: one lease row per open event stream, so the per-user
+//! and per-token stream limit holds across every instance, and one row per running instance that
+//! proves it alive. A lease counts only while its instance's row is alive: keeping streams alive
+//! costs one row write per instance and heartbeat, however many streams it holds, and a crashed
+//! instance's slots are free once its row lapses (`ALIVE_FOR`).
 
 use std::time::Duration;
 
 use super::Sql;
 
-use crate::db::rate;
-
-/// How long a lease lives without a heartbeat.
-pub const TTL: Duration = Duration::from_secs(60);
+/// How often an instance renews its row.
+pub const HEARTBEAT: Duration = Duration::from_secs(4);
+/// How long a renewal keeps an instance alive. Three heartbeats: an instance survives two missed
+/// ones (a slow database) before its streams stop counting; a crashed instance's slots are free
+/// at most this long after its last heartbeat (docs/events.md, "Instances and leases").
+pub const ALIVE_FOR: Duration = Duration::from_secs(12);
+/// A lapsed instance's row and leases are deleted this long after it lapsed (they no longer
+/// count anyway; an instance that comes back restores its leases).
+pub const FORGET_AFTER: Duration = Duration::from_secs(60);
 
 /// Whose streams a lease counts against.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -32,79 +39,163 @@ impl Holder {
             Holder::User(_) => None,
         }
     }
-
-    fn lock_key(self) -> String {
-        match self {
-            Holder::User(id) => format!("streams:user:{id}"),
-            Holder::Token(id) => format!("streams:token:{id}"),
-        }
-    }
 }
 
-/// Takes a lease if the holder has fewer than `limit` live ones: `Ok(None)` when full.
-/// Call inside a transaction: the per-holder advisory lock makes count-then-insert atomic across
-/// instances.
-pub fn acquire(
+/// What opening a stream presents: the SHA-256 of an API token or of a session cookie.
+pub enum Credential {
+    Token(Vec<u8>),
+    Session(Vec<u8>),
+}
+
+/// The session rules the opening statement applies (as `sessions::find_valid` and
+/// `auth::any_session` do).
+pub struct SessionRules {
+    pub idle: Duration,
+    /// Mark the session as used when it was last marked longer ago than this.
+    pub touch_after: f64,
+}
+
+/// The outcome of `open`.
+#[derive(Debug, PartialEq)]
+pub enum Opened {
+    Token {
+        lease: i64,
+        token_id: i64,
+        project_id: i64,
+    },
+    Session {
+        lease: i64,
+        session_id: i64,
+        user_id: i64,
+        /// Seconds until the session ends unless used again.
+        remaining: f64,
+        orgs: Vec<i64>,
+    },
+    Unauthorized,
+    MfaRequired,
+    /// The holder has `limit` streams open on live instances.
+    Full,
+}
+
+/// Authenticates and takes a lease in one statement (`consoled_open_stream`, migration 0004).
+pub fn open(
     c: &mut impl Sql,
     instance: &str,
-    holder: Holder,
+    credential: &Credential,
+    rules: &SessionRules,
     limit: usize,
-) -> Result<Option<i64>, postgres::Error> {
-    rate::lock(c, &holder.lock_key())?;
-    let (user, token) = (holder.user(), holder.token());
-    let live: i64 = c
-        .query_one(
-            "SELECT count(*) FROM stream_leases
-              WHERE (user_id = $1 OR token_id = $2) AND expires_at > now()",
-            &[&user, &token],
-        )?
-        .get(0);
-    if live >= limit as i64 {
-        return Ok(None);
-    }
+) -> Result<Opened, postgres::Error> {
+    let (token, session) = match credential {
+        Credential::Token(h) => (Some(h.as_slice()), None),
+        Credential::Session(h) => (None, Some(h.as_slice())),
+    };
+    let limit = i32::try_from(limit).unwrap_or(i32::MAX);
     let row = c.query_one(
-        "INSERT INTO stream_leases (instance_id, user_id, token_id, expires_at)
-         VALUES ($1, $2, $3, now() + make_interval(secs => $4)) RETURNING id",
-        &[&instance, &user, &token, &TTL.as_secs_f64()],
+        "SELECT outcome, lease_id, token_id, project_id, session_id, user_id, remaining, orgs
+           FROM consoled_open_stream($1, $2, $3, $4, $5, $6, $7)",
+        &[
+            &instance,
+            &token,
+            &session,
+            &rules.idle.as_secs_f64(),
+            &rules.touch_after,
+            &limit,
+            &ALIVE_FOR.as_secs_f64(),
+        ],
     )?;
-    Ok(Some(row.get(0)))
+    let outcome: &str = row.get(0);
+    Ok(match outcome {
+        "ok" => match row.get::<_, Option<i64>>(2) {
+            Some(token_id) => Opened::Token {
+                lease: row.get(1),
+                token_id,
+                project_id: row.get(3),
+            },
+            None => Opened::Session {
+                lease: row.get(1),
+                session_id: row.get(4),
+                user_id: row.get(5),
+                remaining: row.get(6),
+                orgs: row.get(7),
+            },
+        },
+        "full" => Opened::Full,
+        "mfa_required" => Opened::MfaRequired,
+        _ => Opened::Unauthorized,
+    })
 }
 
 pub fn release(c: &mut impl Sql, ids: &[i64]) -> Result<u64, postgres::Error> {
     c.execute("DELETE FROM stream_leases WHERE id = ANY($1)", &[&ids])
 }
 
-/// Extends this instance's live leases, recreating any row that is gone (deleted as expired by
-/// another instance while this one could not reach the database), and deletes every instance's
-/// expired rows. Rows of this instance that are not in `live` are left alone: a lease taken after
-/// `live` was read is not touched, and releases are the keeper's job.
-pub fn heartbeat(
+/// Renews this instance's row: one row written, however many streams it holds. Returns false
+/// when the row was missing or had lapsed: other instances may have deleted its leases meanwhile
+/// (`forget_dead`), and the caller restores them (`restore`).
+pub fn heartbeat(c: &mut impl Sql, instance: &str) -> Result<bool, postgres::Error> {
+    let row = c.query_one(
+        "WITH before AS (SELECT alive_until > now() AS alive FROM instances WHERE id = $1)
+         INSERT INTO instances (id, alive_until) VALUES ($1, now() + make_interval(secs => $2))
+         ON CONFLICT (id) DO UPDATE SET alive_until = EXCLUDED.alive_until
+         RETURNING coalesce((SELECT alive FROM before), false)",
+        &[&instance, &ALIVE_FOR.as_secs_f64()],
+    )?;
+    Ok(row.get(0))
+}
+
+/// Recreates the rows of this instance's live leases that are gone (after `heartbeat` said the
+/// instance had lapsed). Rows still there are left alone.
+pub fn restore(
     c: &mut impl Sql,
     instance: &str,
     live: &[(i64, Holder)],
-) -> Result<(), postgres::Error> {
+) -> Result<u64, postgres::Error> {
     let ids: Vec<i64> = live.iter().map(|(id, _)| *id).collect();
     let users: Vec<Option<i64>> = live.iter().map(|(_, h)| h.user()).collect();
     let tokens: Vec<Option<i64>> = live.iter().map(|(_, h)| h.token()).collect();
     c.execute(
-        "INSERT INTO stream_leases (id, instance_id, user_id, token_id, expires_at)
-         SELECT l.id, $1, l.u, l.t, now() + make_interval(secs => $5)
+        "INSERT INTO stream_leases (id, instance_id, user_id, token_id)
+         SELECT l.id, $1, l.u, l.t
            FROM unnest($2::bigint[], $3::bigint[], $4::bigint[]) AS l(id, u, t)
           WHERE (l.u IS NULL OR EXISTS (SELECT 1 FROM users WHERE id = l.u))
             AND (l.t IS NULL OR EXISTS (SELECT 1 FROM api_tokens WHERE id = l.t))
-         ON CONFLICT (id) DO UPDATE SET expires_at = EXCLUDED.expires_at",
-        &[&instance, &ids, &users, &tokens, &TTL.as_secs_f64()],
-    )?;
-    // Leases of instances that stopped without cleaning up (crash, kill -9). (Not in one
-    // transaction with the above: the rows just extended end after now.)
-    c.execute("DELETE FROM stream_leases WHERE expires_at <= now()", &[])?;
-    Ok(())
+         ON CONFLICT (id) DO NOTHING",
+        &[&instance, &ids, &users, &tokens],
+    )
 }
 
-/// Drops every lease of an instance (shutdown).
-pub fn release_instance(c: &mut impl Sql, instance: &str) -> Result<u64, postgres::Error> {
+/// Deletes instances that lapsed more than `FORGET_AFTER` ago, with their leases. Writes nothing
+/// while every instance is alive.
+pub fn forget_dead(c: &mut impl Sql) -> Result<u64, postgres::Error> {
     c.execute(
+        "WITH dead AS (
+             DELETE FROM instances WHERE alive_until < now() - make_interval(secs => $1)
+             RETURNING id)
+         DELETE FROM stream_leases WHERE instance_id IN (SELECT id FROM dead)",
+        &[&FORGET_AFTER.as_secs_f64()],
+    )
+}
+
+/// Deletes leases of no instance: those an instance of the previous version left when its time
+/// ran out (`expires_at`), and those whose instance was forgotten while one was being taken.
+/// Scans every lease, so it runs once, when an instance starts.
+pub fn forget_orphans(c: &mut impl Sql) -> Result<u64, postgres::Error> {
+    c.execute(
+        "DELETE FROM stream_leases l
+          WHERE l.expires_at < now()
+             OR (NOT EXISTS (SELECT 1 FROM instances i WHERE i.id = l.instance_id)
+                 AND l.expires_at IS NULL
+                 AND l.created_at < now() - make_interval(secs => $1))",
+        &[&FORGET_AFTER.as_secs_f64()],
+    )
+}
+
+/// Drops an instance's row and every lease of it (shutdown).
+pub fn release_instance(c: &mut impl Sql, instance: &str) -> Result<u64, postgres::Error> {
+    let n = c.execute(
         "DELETE FROM stream_leases WHERE instance_id = $1",
         &[&instance],
-    )
+    )?;
+    c.execute("DELETE FROM instances WHERE id = $1", &[&instance])?;
+    Ok(n)
 }

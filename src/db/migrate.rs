@@ -22,6 +22,11 @@ pub const MIGRATIONS: &[(i32, &str, &str)] = &[
         include_str!("../../migrations/0003_device_cookies.sql"),
     ),
     (
+        4,
+        "0004_instance_liveness.sql",
+        include_str!("../../migrations/0004_instance_liveness.sql"),
+    ),
+    (
         6,
         "0006_server_keys.sql",
         include_str!("../../migrations/0006_server_keys.sql"),

@@ -35,10 +35,37 @@ pub type Conn = r2d2::PooledConnection<sql::Manager>;
 /// Connection settings with the timeouts the defaults lack: a dead or half-open database must
 /// turn into an error within seconds, never a hang.
 pub fn pg_config(config: &Config, application_name: &str) -> Result<PgConfig, String> {
-    let mut pg: PgConfig = config
-        .database_url
+    with_timeouts(
+        &config.database_url,
+        "DATABASE_URL",
+        config,
+        application_name,
+    )
+}
+
+/// Settings of a session connection to PostgreSQL itself (`CONSOLED_DATABASE_DIRECT_URL`, else
+/// `DATABASE_URL`): the listener, migrations, the mail sender, the commands.
+pub fn direct_pg_config(config: &Config, application_name: &str) -> Result<PgConfig, String> {
+    match &config.database_direct_url {
+        Some(url) => with_timeouts(
+            url,
+            "CONSOLED_DATABASE_DIRECT_URL",
+            config,
+            application_name,
+        ),
+        None => pg_config(config, application_name),
+    }
+}
+
+fn with_timeouts(
+    url: &str,
+    name: &str,
+    config: &Config,
+    application_name: &str,
+) -> Result<PgConfig, String> {
+    let mut pg: PgConfig = url
         .parse()
-        .map_err(|e| format!("DATABASE_URL is not a valid PostgreSQL URL: {e}"))?;
+        .map_err(|e| format!("{name} is not a valid PostgreSQL URL: {e}"))?;
     let t = config.db_timeout;
     pg.application_name(application_name)
         .connect_timeout(t)
@@ -57,10 +84,16 @@ pub fn pg_config(config: &Config, application_name: &str) -> Result<PgConfig, St
 }
 
 pub fn pool(config: &Config) -> Result<Pool, String> {
-    let manager = sql::Manager(PostgresConnectionManager::new(
-        pg_config(config, "consoled")?,
-        NoTls,
-    ));
+    // Without kept statements (a transaction-mode PgBouncer < 1.21), types come from the
+    // direct connection.
+    let describer = (!config.db_keep_statements)
+        .then(|| direct_pg_config(config, "consoled-describe"))
+        .transpose()?
+        .map(|pg| std::sync::Arc::new(sql::Describer::new(pg)));
+    let manager = sql::Manager(
+        PostgresConnectionManager::new(pg_config(config, "consoled")?, NoTls),
+        describer,
+    );
     // build_unchecked: the pool must come up (and answer 503) while the database is away.
     Ok(r2d2::Pool::builder()
         .max_size(config.db_pool_size)
@@ -77,9 +110,10 @@ pub fn connect(config: &Config, application_name: &str) -> Result<Client, String
     try_connect(config, application_name).map_err(|e| e.message)
 }
 
-/// `connect`, with the failure explained and marked as worth retrying or not.
+/// `connect`, with the failure explained and marked as worth retrying or not. Direct: to
+/// `CONSOLED_DATABASE_DIRECT_URL` when set (never through a transaction-mode PgBouncer).
 pub fn try_connect(config: &Config, application_name: &str) -> Result<Client, reach::Unreachable> {
-    let pg = pg_config(config, application_name).map_err(|message| reach::Unreachable {
+    let pg = direct_pg_config(config, application_name).map_err(|message| reach::Unreachable {
         message,
         retry: false,
     })?;

@@ -11,10 +11,18 @@
 //! connection (`Db`) and its transactions (`Tx`), which use the kept statements, and by the
 //! crate's own `Client` and `Transaction` (the dedicated connections of the listener, the mail
 //! sender and the commands), which prepare as before.
+//!
+//! Behind a transaction-mode PgBouncer older than 1.21 a named statement cannot be kept: the next
+//! transaction may run on another server connection, where it does not exist (or where another
+//! client's statement has the name). With `CONSOLED_DB_KEEP_STATEMENTS=false` the pool sends each
+//! statement unnamed with its parameter types (`query_typed`: parse, bind and execute in one round
+//! trip; PostgreSQL plans it every time, which is the cost). The types are learnt once per
+//! statement text and process from the direct connection (`Describer`).
 
 use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
-use postgres::types::ToSql;
+use postgres::types::{ToSql, Type};
 use postgres::{Client, Error, NoTls, Row, Statement, Transaction};
 use r2d2_postgres::PostgresConnectionManager;
 
@@ -63,16 +71,66 @@ impl Kept {
     }
 }
 
+/// Parameter types by statement text, learnt on a direct connection (never through the pool:
+/// preparing there is what breaks), for a pool that sends its statements unnamed.
+pub struct Describer {
+    config: postgres::Config,
+    state: Mutex<Described>,
+}
+
+/// The describer's connection (made when first needed) and what it learnt.
+type Described = (Option<Client>, HashMap<String, Arc<[Type]>>);
+
+impl Describer {
+    /// Describes statements on connections made with `config` (the direct URL).
+    pub fn new(config: postgres::Config) -> Describer {
+        Describer {
+            config,
+            state: Mutex::new((None, HashMap::new())),
+        }
+    }
+
+    fn types(&self, sql: &str) -> Result<Arc<[Type]>, Error> {
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(types) = state.1.get(sql) {
+            return Ok(types.clone());
+        }
+        if state.0.as_ref().is_none_or(|c| c.is_closed()) {
+            state.0 = Some(self.config.connect(NoTls)?);
+        }
+        let client = state.0.as_mut().expect("connected above");
+        // In a transaction, so that the statement is closed on the same server connection even
+        // if the direct URL is a pooler after all.
+        let mut tx = client.transaction()?;
+        let statement = tx.prepare(sql)?;
+        let types: Arc<[Type]> = statement.params().into();
+        drop(statement);
+        tx.rollback()?;
+        if state.1.len() < MAX_KEPT {
+            state.1.insert(sql.to_string(), types.clone());
+        }
+        Ok(types)
+    }
+}
+
+/// `params` with their types, for `query_typed`.
+fn typed<'a>(params: Params<'a>, types: &[Type]) -> Vec<(&'a (dyn ToSql + Sync), Type)> {
+    params.iter().copied().zip(types.iter().cloned()).collect()
+}
+
 /// A pooled connection and the statements prepared on it.
 pub struct Db {
     client: Client,
     kept: Kept,
+    /// Set when statements are sent unnamed instead of kept.
+    unnamed: Option<Arc<Describer>>,
 }
 
 /// A transaction of a pooled connection; it uses (and adds to) the connection's statements.
 pub struct Tx<'a> {
     tx: Transaction<'a>,
     kept: &'a mut Kept,
+    unnamed: Option<Arc<Describer>>,
 }
 
 impl Db {
@@ -80,6 +138,7 @@ impl Db {
         Ok(Tx {
             tx: self.client.transaction()?,
             kept: &mut self.kept,
+            unnamed: self.unnamed.clone(),
         })
     }
 
@@ -104,21 +163,34 @@ macro_rules! kept {
     }};
 }
 
-/// `Sql` through the kept statements, for a type whose client is the field `$client`.
+/// Runs `$call` on a kept statement, or `$typed` unnamed when the pool keeps none.
+macro_rules! run {
+    ($self:ident, $client:ident, $sql:expr, $call:ident, $typed:ident, $params:expr) => {{
+        match &$self.unnamed {
+            None => kept!($self.kept, $self.$client, $sql, $call, $params),
+            Some(describer) => {
+                let types = describer.types($sql)?;
+                $self.$client.$typed($sql, &typed($params, &types))
+            }
+        }
+    }};
+}
+
+/// `Sql` through the kept statements (or unnamed ones), for a type whose client is `$client`.
 macro_rules! sql_with_kept_statements {
     ($t:ty, $client:ident) => {
         impl Sql for $t {
             fn query(&mut self, sql: &str, params: Params) -> Result<Vec<Row>, Error> {
-                kept!(self.kept, self.$client, sql, query, params)
+                run!(self, $client, sql, query, query_typed, params)
             }
             fn query_opt(&mut self, sql: &str, params: Params) -> Result<Option<Row>, Error> {
-                kept!(self.kept, self.$client, sql, query_opt, params)
+                run!(self, $client, sql, query_opt, query_typed_opt, params)
             }
             fn query_one(&mut self, sql: &str, params: Params) -> Result<Row, Error> {
-                kept!(self.kept, self.$client, sql, query_one, params)
+                run!(self, $client, sql, query_one, query_typed_one, params)
             }
             fn execute(&mut self, sql: &str, params: Params) -> Result<u64, Error> {
-                kept!(self.kept, self.$client, sql, execute, params)
+                run!(self, $client, sql, execute, execute_typed, params)
             }
         }
     };
@@ -150,8 +222,12 @@ macro_rules! prepared_each_time {
 prepared_each_time!(Client);
 prepared_each_time!(Transaction<'_>);
 
-/// The pool's connection manager: r2d2_postgres's, with the kept statements beside each client.
-pub struct Manager(pub PostgresConnectionManager<NoTls>);
+/// The pool's connection manager: r2d2_postgres's, with the kept statements beside each client
+/// (or the describer, when statements are sent unnamed).
+pub struct Manager(
+    pub PostgresConnectionManager<NoTls>,
+    pub Option<Arc<Describer>>,
+);
 
 impl r2d2::ManageConnection for Manager {
     type Connection = Db;
@@ -166,6 +242,7 @@ impl r2d2::ManageConnection for Manager {
                 Ok(Db {
                     client,
                     kept: Kept::default(),
+                    unnamed: self.1.clone(),
                 })
             }
             Err(e) => {

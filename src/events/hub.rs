@@ -91,6 +91,8 @@ pub struct Hub {
     index: Mutex<Index>,
     next_id: AtomicU64,
     pub leases: Arc<LeaseBook>,
+    /// Recent control notifications, for streams being opened (`journal`).
+    pub journal: super::journal::Journal,
 }
 
 impl Default for Hub {
@@ -139,6 +141,7 @@ impl Hub {
             index: Mutex::new(Index::default()),
             next_id: AtomicU64::new(1),
             leases: Arc::new(LeaseBook::new()),
+            journal: Default::default(),
         }
     }
 

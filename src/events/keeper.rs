@@ -1,5 +1,6 @@
-//! The lease keeper thread: renews this instance's lease rows, deletes the rows of streams that
-//! ended, and ends session streams whose session expired. Stream threads hand it their work
+//! The lease keeper thread: renews this instance's one row in `instances` (liveness per instance,
+//! never a row per stream), restores its leases if it had lapsed, forgets instances that died,
+//! deletes the rows of streams that ended, and ends session streams whose session expired. Stream threads hand it their work
 //! through the lease book's channel (`leases`).
 
 use std::collections::{BTreeSet, HashMap};
@@ -12,9 +13,9 @@ use crossbeam_channel::RecvTimeoutError;
 
 use super::leases::Job;
 use super::Core;
+use crate::db::leases::HEARTBEAT;
 use crate::db::{self, leases, sessions};
 
-const HEARTBEAT: Duration = Duration::from_secs(15);
 /// How long to wait before re-checking a session when the database could not say.
 const RECHECK_AFTER_ERROR: Duration = Duration::from_secs(5);
 
@@ -38,7 +39,8 @@ impl Keeper {
     fn new(core: Arc<Core>) -> Keeper {
         Keeper {
             core,
-            next_heartbeat: Instant::now() + HEARTBEAT,
+            // The first heartbeat registers the instance at once.
+            next_heartbeat: Instant::now(),
             due: BTreeSet::new(),
             watched: HashMap::new(),
             unreleased: Vec::new(),
@@ -46,6 +48,9 @@ impl Keeper {
     }
 
     fn run(mut self) {
+        if let Err(e) = self.with_db(leases::forget_orphans) {
+            log::warn!("stream leases of no instance not deleted: {e}");
+        }
         let inbox = self.core.hub.leases.inbox.clone();
         while !self.core.stopping.load(Ordering::SeqCst) {
             let mut wake = self
@@ -104,13 +109,26 @@ impl Keeper {
         }
     }
 
+    /// Renews this instance's row (one row, however many streams), restores its leases if it
+    /// had lapsed meanwhile, and forgets instances that died.
     fn heartbeat(&mut self) {
         self.next_heartbeat = Instant::now() + HEARTBEAT;
         self.release(Vec::new());
         let instance = self.core.hub.leases.instance_id.clone();
-        let live = self.core.hub.leases.live();
-        if let Err(e) = self.with_db(|c| leases::heartbeat(c, &instance, &live)) {
-            db::health::warn(&format!("stream lease heartbeat failed: {e}"));
+        let renewed = self.with_db(|c| {
+            if !leases::heartbeat(c, &instance)? {
+                let live = self.core.hub.leases.live();
+                if !live.is_empty() {
+                    let n = leases::restore(c, &instance, &live)?;
+                    log::info!("instance had lapsed: {n} of its stream leases restored");
+                }
+            }
+            leases::forget_dead(c)
+        });
+        match renewed {
+            Ok(0) => {}
+            Ok(n) => log::info!("{n} stream leases of instances that died deleted"),
+            Err(e) => db::health::warn(&format!("instance heartbeat failed: {e}")),
         }
     }
 

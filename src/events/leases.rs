@@ -1,6 +1,7 @@
 //! Stream leases. A lease row per open stream enforces the stream limit across instances
-//! (db::leases); the keeper (`keeper`) renews this instance's rows, deletes the rows of streams
-//! that ended, and ends session streams whose session expired.
+//! (db::leases), counted while its instance is alive; the keeper (`keeper`) renews this
+//! instance's one row in `instances` (never a row per stream), deletes the rows of streams that
+//! ended, and ends session streams whose session expired.
 //!
 //! Stream threads never touch the database: they hand their work to the keeper through a channel,
 //! so a stream costs no pooled connection and only a small stack.
@@ -45,7 +46,7 @@ impl LeaseBook {
         }
     }
 
-    /// Records a lease row taken by `db::leases::acquire`; the guard releases it on drop.
+    /// Records a lease row taken by `db::leases::open`; the guard releases it on drop.
     pub fn hold(self: &Arc<Self>, id: i64, holder: Holder) -> Lease {
         self.live_set().insert(id, holder);
         Lease {

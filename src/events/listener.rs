@@ -15,6 +15,7 @@ use postgres::fallible_iterator::FallibleIterator;
 use postgres::{Client, Notification};
 
 use super::change::Change;
+use super::journal::Mark;
 use super::Core;
 use crate::db::visibility;
 
@@ -100,6 +101,8 @@ fn listen(
             "LISTEN {CHANGE_CHANNEL}; LISTEN {CONTROL_CHANNEL}"
         ))
         .map_err(|e| crate::db::health::cause(&e))?;
+    // Streams being opened while nobody listened read their principal again.
+    core.hub.journal.record(Mark::Reset);
     refresh(core, client).map_err(|e| crate::db::health::cause(&e))?;
     let streams = core.hub.resync_all();
     if streams > 0 {
@@ -209,12 +212,15 @@ fn control(core: &Core, client: &mut Client, payload: &str) -> Result<(), postgr
     };
     match kind {
         "s" => {
+            core.hub.journal.record(Mark::Session(id));
             core.hub.end_session(id);
         }
         "t" => {
+            core.hub.journal.record(Mark::Token(id));
             core.hub.end_token(id);
         }
         "u" => {
+            core.hub.journal.record(Mark::User(id));
             if let Some(version) = core.hub.begin_reload(id) {
                 let orgs = visibility::orgs_of(client, &[id])?.remove(&id);
                 core.hub.set_orgs(id, &orgs.unwrap_or_default(), version);

@@ -9,6 +9,7 @@
 
 mod change;
 pub mod hub;
+pub mod journal;
 pub mod keeper;
 pub mod leases;
 pub mod listener;

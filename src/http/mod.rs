@@ -8,6 +8,7 @@ pub mod csrf;
 pub mod framing;
 pub mod json;
 pub mod net;
+pub mod refusal;
 
 use std::net::SocketAddr;
 

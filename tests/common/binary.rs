@@ -21,7 +21,11 @@ impl Spawned {
     /// `make run`'s settings (demo on, plain-http cookies, mail to files with each link logged,
     /// the sender on) on a free port of this test binary's database, plus `extra`.
     pub fn start(bin: &str, extra: &[(&str, &str)]) -> Spawned {
-        let port = super::webdriver::free_port();
+        Spawned::start_on(bin, super::webdriver::free_port(), extra)
+    }
+
+    /// Like `start`, on a given port (an instance replaced behind a load balancer).
+    pub fn start_on(bin: &str, port: u16, extra: &[(&str, &str)]) -> Spawned {
         let url = format!("http://127.0.0.1:{port}");
         let mail_dir = TempDir::new();
         let mut cmd = Command::new(bin);
@@ -120,6 +124,29 @@ impl Spawned {
             Duration::from_secs(20),
         );
         line.rsplit(' ').next().unwrap().to_string()
+    }
+}
+
+impl Spawned {
+    /// `kill -9`: the process dies without any clean-up.
+    pub fn kill9(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// SIGTERM (a rolling restart), then waits up to `limit` for the exit; whether it exited 0.
+    pub fn terminate(&mut self, limit: Duration) -> bool {
+        let _ = std::process::Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        let deadline = Instant::now() + limit;
+        while Instant::now() < deadline {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return status.success();
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        false
     }
 }
 

@@ -5,6 +5,7 @@
 pub mod binary;
 pub mod browsers;
 pub mod fake_idp;
+pub mod pgcount;
 pub mod smtp;
 pub mod sse;
 pub mod webdriver;
@@ -579,7 +580,7 @@ fn pipe(mut from: TcpStream, mut to: TcpStream) {
 }
 
 /// host:port of DATABASE_URL (the test cluster listens on TCP).
-fn db_target() -> String {
+pub fn db_target() -> String {
     let url = database_url();
     let after = url.split("://").nth(1).unwrap();
     let authority = after.split('/').next().unwrap();

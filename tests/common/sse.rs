@@ -109,7 +109,8 @@ impl Sse {
             assert!(self.fill(deadline), "no response head");
         }
         self.status = self.head[9..12].parse().unwrap();
-        if self.status != 200 {
+        // An error, or a complete answer such as an `event: refused` (a stream is chunked).
+        if self.status != 200 || self.header("content-length").is_some() {
             let len: usize = self
                 .header("content-length")
                 .map(|v| v.parse().unwrap())

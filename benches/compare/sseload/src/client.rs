@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 /// Client source addresses, in turn: each stays far below any per-address share of the server,
 /// and each has its own ephemeral ports.
-const SOURCES: u8 = 16;
+pub const SOURCES: u8 = 16;
 
 /// Commit stamps by change sequence number, in nanoseconds since `clock`.
 pub struct Stamps {
@@ -204,7 +204,7 @@ fn scan(
     pending.drain(..start);
 }
 
-fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+pub fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
     hay.windows(needle.len()).position(|w| w == needle)
 }
 
@@ -242,6 +242,11 @@ pub fn open(addr: SocketAddr, i: usize, authorization: &str) -> Result<TcpStream
             Err(e) => return Err(refusal(&got, &format!("no ready within 10 s ({e})"))),
         };
         got.extend_from_slice(&buf[..n]);
+        // A refusal an EventSource survives: 200, then `event: refused` and the end.
+        if let Some(at) = find(&got, b"event: refused\n") {
+            let data = String::from_utf8_lossy(&got[at..]).to_string();
+            return Err(format!("refused (event): {}", data.trim()));
+        }
         if got.len() >= 12 && !got.starts_with(b"HTTP/1.1 200") {
             // Read the rest of a short refusal, for its status line and body.
             let _ = s.set_read_timeout(Some(Duration::from_millis(200)));
@@ -269,7 +274,7 @@ fn refusal(got: &[u8], what: &str) -> String {
 
 /// A blocking connection from `source` (any free port: the kernel picks it per destination,
 /// IP_BIND_ADDRESS_NO_PORT), with a 5 s connect time-out.
-fn connect_from(addr: SocketAddr, source: Ipv4Addr) -> Result<TcpStream, String> {
+pub fn connect_from(addr: SocketAddr, source: Ipv4Addr) -> Result<TcpStream, String> {
     // SAFETY: a new socket, owned by the TcpStream right away.
     let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) };
     if fd < 0 {

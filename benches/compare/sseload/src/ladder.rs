@@ -88,6 +88,9 @@ pub struct Outcome {
     pub release: Release,
     pub rungs: Vec<Rung>,
     pub held: Held,
+    /// Streams opened at once on a fresh instance (a reconnect storm).
+    #[serde(default)]
+    pub storm: crate::storm::Storm,
 }
 
 pub fn run(
@@ -346,7 +349,7 @@ fn emit(
 /// (both servers) and stream slots (`consoled_streams_open`, consoled only).
 fn release(server: &Server, auth: &str, (n, wait): (usize, Duration)) -> Release {
     let gauge = |s: &Server| match s.kind {
-        Kind::Consoled => procfs::gauge(s.addr, "consoled_streams_open"),
+        Kind::Consoled | Kind::ConsoledIndirect => procfs::gauge(s.addr, "consoled_streams_open"),
         Kind::AsyncRef => None,
     };
     let fds_idle = procfs::fds(server.pid());

@@ -1,9 +1,16 @@
-//! `sseload`: the same stream ladder against consoled and against the async reference, back to
-//! back on one database, then a Markdown table of ratios (consoled ÷ async) and the data and
-//! gnuplot script for the plots. `make bench-compare` runs it; see BENCHMARKS.md.
+//! `sseload`: the same stream ladder against consoled (in both delivery modes: with the hub's
+//! writes for idle streams, the default, and with `CONSOLED_STREAM_DIRECT=false`) and against the
+//! async reference, back to back on one database, then a Markdown table of ratios (÷ async) and
+//! the data and gnuplot script for the plots. `make bench-compare` runs it; see BENCHMARKS.md.
 //!
-//!     sseload --consoled BIN --async-ref BIN --out DIR [--quick] [--only consoled|async-ref]
-//!             [--rounds N] [--held-cap N] [--rung STREAMS,RATE,SECONDS]
+//!     sseload --consoled BIN --async-ref BIN --out DIR [--quick] [--only NAME]
+//!             [--rounds N] [--held-cap N] [--rung STREAMS,RATE,SECONDS] [--storm N]
+//!
+//! `--storm N`: after each server's ladder, a fresh instance gets N streams opened at once (a
+//! reconnect storm, `storm.rs`); default 5,000 (1,000 with --quick), 0 leaves it out.
+//! `--only NAMES`: those columns only (comma-separated: `consoled`, `consoled-indirect`,
+//! `async-ref`). `--storm-only`: no ladder, only the storm (a short measurement of the opening
+//! path; the table's other rows are then empty).
 //!
 //! `--rounds N` repeats the pair N times, alternating which server goes first, so that a drift
 //! of the machine's load shows as a range instead of favouring one side. `--held-cap N`: the most
@@ -19,6 +26,7 @@ mod plots;
 mod procfs;
 mod report;
 mod server;
+mod storm;
 
 use std::io::Read;
 use std::path::PathBuf;
@@ -36,6 +44,8 @@ struct Args {
     held_cap: Option<usize>,
     rounds: usize,
     rungs: Vec<(usize, u64, f64)>,
+    storm: Option<usize>,
+    storm_only: bool,
 }
 
 fn args() -> Args {
@@ -48,6 +58,8 @@ fn args() -> Args {
         held_cap: None,
         rounds: 1,
         rungs: Vec::new(),
+        storm: None,
+        storm_only: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -58,7 +70,9 @@ fn args() -> Args {
             "--out" => a.out = value().into(),
             "--only" => a.only = Some(value()),
             "--quick" => a.quick = true,
+            "--storm-only" => a.storm_only = true,
             "--rounds" => a.rounds = value().parse().expect("--rounds N"),
+            "--storm" => a.storm = Some(value().parse().expect("--storm N")),
             "--held-cap" => a.held_cap = Some(value().parse().expect("--held-cap N")),
             "--rung" => {
                 let v = value();
@@ -114,28 +128,53 @@ fn main() {
     let machine = report::machine();
     eprintln!("{machine}");
     let mut outcomes: Vec<Outcome> = Vec::new();
+    let storm = args.storm.unwrap_or(if args.quick { 1000 } else { 5000 });
+    let storm_secrets = tokens(&mut db, project, storm.div_ceil(storm::PER_TOKEN));
     for round in 0..args.rounds.max(1) {
-        let mut pair = [
-            (Kind::Consoled, &args.consoled),
-            (Kind::AsyncRef, &args.async_ref),
+        let mut all = [
+            (Kind::Consoled, &args.consoled, "consoled"),
+            (Kind::ConsoledIndirect, &args.consoled, "consoled-indirect"),
+            (Kind::AsyncRef, &args.async_ref, "async-ref"),
         ];
-        if round % 2 == 1 {
-            pair.reverse();
-        }
-        for (kind, bin) in pair {
-            if args.only.as_deref().is_some_and(|o| o != kind.name()) {
+        // Each round starts with another server, so that a drift of the machine's load does not
+        // favour one.
+        all.rotate_left(round % 3);
+        for (kind, bin, short) in all {
+            if args
+                .only
+                .as_deref()
+                .is_some_and(|o| !o.split(',').any(|n| n == short))
+            {
                 continue;
             }
             eprintln!("round {}: {}", round + 1, kind.name());
-            let mut server = Server::start(kind, bin, &database_url);
-            outcomes.push(ladder::run(&mut server, &plan, &mut db, project, &secret));
-            drop(server);
-            // Let the closed connections and the server's exit settle before the next.
-            std::thread::sleep(Duration::from_secs(2));
+            let mut outcome = ladder::Outcome {
+                server: kind.name().to_string(),
+                ..ladder::Outcome::default()
+            };
+            if !args.storm_only {
+                let mut server = Server::start(kind, bin, &database_url);
+                outcome = ladder::run(&mut server, &plan, &mut db, project, &secret);
+                drop(server);
+                // Let the closed connections and the server's exit settle before the next.
+                std::thread::sleep(Duration::from_secs(2));
+            }
+            if storm > 0 {
+                eprintln!(
+                    "{}: storm of {storm} streams on a fresh instance",
+                    kind.name()
+                );
+                let server = Server::start(kind, bin, &database_url);
+                std::thread::sleep(Duration::from_secs(1));
+                outcome.storm = storm::run(server.addr, &storm_secrets, storm);
+                drop(server);
+                std::thread::sleep(Duration::from_secs(2));
+            }
+            outcomes.push(outcome);
         }
     }
-    // The table lists consoled first whichever went first.
-    outcomes.sort_by_key(|o| o.server != Kind::Consoled.name());
+    // The table's columns in one order whichever went first.
+    outcomes.sort_by_key(|o| Kind::rank(&o.server));
     let json = serde_json::to_string_pretty(&outcomes).expect("json");
     std::fs::write(args.out.join("results.json"), json).expect("results.json");
     let table = report::write(&args.out, &machine, &outcomes, args.quick);
@@ -167,6 +206,23 @@ fn setup(db: &mut postgres::Client) -> (i64, String) {
     )
     .expect("token");
     (project, secret)
+}
+
+/// `n` more API tokens of `project` (the storm's clients), stored as consoled stores them.
+fn tokens(db: &mut postgres::Client, project: i64, n: usize) -> Vec<String> {
+    let secrets: Vec<String> = (0..n).map(|_| format!("csd_{}", random_hex(24))).collect();
+    let mut tx = db.transaction().expect("transaction");
+    let insert = tx
+        .prepare(
+            "INSERT INTO api_tokens (project_id, name, token_hash)
+             VALUES ($1, 'bench-storm', sha256(convert_to($2, 'UTF8')))",
+        )
+        .expect("prepare");
+    for secret in &secrets {
+        tx.execute(&insert, &[&project, secret]).expect("token");
+    }
+    tx.commit().expect("commit");
+    secrets
 }
 
 fn random_hex(bytes: usize) -> String {

@@ -22,7 +22,7 @@ pub fn write(dir: &Path, sides: &[Side], quick: bool) {
                 .flat_map(|o| o.rungs[j].latencies.iter().copied())
                 .collect();
             all.sort_unstable();
-            let file = format!("lat-{}-{j}.dat", side.name);
+            let file = format!("lat-{}-{j}.dat", slug(&side.name));
             std::fs::write(dir.join(&file), cdf(&all)).expect("latency data");
             lines.push(format!(
                 "'{file}' using 1:2 with lines lw 2 title '{}'",
@@ -42,7 +42,7 @@ pub fn write(dir: &Path, sides: &[Side], quick: bool) {
     for side in sides {
         // The first round's curve: rounds differ in noise, not in shape.
         let o = side.runs[0];
-        let file = format!("mem-{}.dat", side.name);
+        let file = format!("mem-{}.dat", slug(&side.name));
         let mut data = String::from("# streams rss_kib_per_stream threads_per_stream rss_mib\n");
         // Below 100 streams the idle process's own noise outweighs the streams.
         for (n, s) in o.held.curve.iter().filter(|(n, _)| *n >= 100) {
@@ -84,4 +84,19 @@ fn cdf(sorted_us: &[u32]) -> String {
         let _ = writeln!(out, "{:.3} {q:.3}", sorted_us[i].max(1) as f64 / 1000.0);
     }
     out
+}
+
+/// A file name part for a column name ("consoled (CONSOLED_STREAM_DIRECT=false)").
+fn slug(name: &str) -> String {
+    name.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect::<String>()
+        .trim_matches('_')
+        .to_string()
 }

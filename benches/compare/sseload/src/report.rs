@@ -1,6 +1,7 @@
-//! The Markdown table of one sitting: consoled, the async reference, and the ratio consoled ÷
-//! async. With several rounds each cell is the median over the rounds and the last column the
-//! range of the round-by-round ratios: how much of a difference the machine's noise can make.
+//! The Markdown table of one sitting: consoled in both delivery modes, the async reference, and
+//! the ratio of each consoled column ÷ async. With several rounds each cell is the median over
+//! the rounds, and a range column per ratio gives the spread of the round-by-round ratios: how
+//! much of a difference the machine's noise can make.
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -67,26 +68,36 @@ fn table(machine: &str, sides: &[Side], quick: bool) -> String {
     let mode = if quick { "QUICK" } else { "full" };
     let _ = writeln!(t, "{mode} ladder, {rounds} round(s), {machine}\n");
     let names: Vec<&str> = sides.iter().map(|s| s.name.as_str()).collect();
-    let (median, spread) = if rounds > 1 {
-        (" (median)", format!(" ratio range over {rounds} rounds |"))
+    let (median, with_range) = if rounds > 1 {
+        (" (median)", true)
     } else {
-        ("", String::new())
+        ("", false)
     };
+    let ratio_heads: Vec<String> = pairs(sides)
+        .iter()
+        .flat_map(|(a, _)| {
+            let head = format!("{} ÷ async{median}", sides[*a].name);
+            let range = format!("{} ÷ async: range over {rounds} rounds", sides[*a].name);
+            std::iter::once(head).chain(with_range.then_some(range))
+        })
+        .collect();
     let _ = writeln!(
         t,
-        "| measure | {} | consoled ÷ async{median} |{spread}",
+        "| measure | {} | {} |",
         names
             .iter()
             .map(|n| format!("{n}{median}"))
             .collect::<Vec<_>>()
-            .join(" | ")
+            .join(" | "),
+        ratio_heads.join(" | ")
     );
     let _ = writeln!(
         t,
-        "|---|{}---|{}",
+        "|---|{}{}",
         "---|".repeat(names.len()),
-        if rounds > 1 { "---|" } else { "" }
+        "---|".repeat(ratio_heads.len())
     );
+    let blank = " |".repeat(ratio_heads.len());
     // How much else ran: the rest of the machine's CPU during each run (PostgreSQL included;
     // a load average would also count the previous server's own runnable threads).
     let others: Vec<String> = sides
@@ -101,9 +112,8 @@ fn table(machine: &str, sides: &[Side], quick: bool) -> String {
         .collect();
     let _ = writeln!(
         t,
-        "| CPU of everything else during each run (PostgreSQL included), share of all cores | {} | |{}",
+        "| CPU of everything else during each run (PostgreSQL included), share of all cores | {} |{blank}",
         others.join(" | "),
-        if rounds > 1 { " |" } else { "" }
     );
     release_row(&mut t, sides, rounds, "descriptors", |o| &o.release.fd_ms);
     release_row(&mut t, sides, rounds, "slot", |o| &o.release.slot_ms);
@@ -183,6 +193,27 @@ fn table(machine: &str, sides: &[Side], quick: bool) -> String {
     row("held: a change reached (received ÷ expected)", &reached, 4);
     row("held: p50 ms of those changes", &|o| o.held.p50_ms, 2);
     row("held: p99 ms of those changes", &|o| o.held.p99_ms, 2);
+    let storm = sides.first().map_or(0, |s| s.runs[0].storm.streams);
+    if storm > 0 {
+        let name = format!("storm: {storm} streams opened at once on a fresh instance");
+        row(
+            &format!("{name}: seconds until all ready"),
+            &|o| o.storm.seconds,
+            2,
+        );
+        row(
+            &format!("{name}: streams ready per second"),
+            &|o| o.storm.rate,
+            0,
+        );
+        row(&format!("{name}: p50 ms to ready"), &|o| o.storm.p50_ms, 1);
+        row(&format!("{name}: p99 ms to ready"), &|o| o.storm.p99_ms, 1);
+        row(
+            &format!("{name}: refused or failed"),
+            &|o| o.storm.failed as f64,
+            0,
+        );
+    }
     let _ = writeln!(t);
     for side in sides {
         for (i, o) in side.runs.iter().enumerate() {
@@ -193,9 +224,29 @@ fn table(machine: &str, sides: &[Side], quick: bool) -> String {
                 i + 1,
                 o.held.stopped_by
             );
+            if !o.storm.first_failure.is_empty() {
+                let _ = writeln!(
+                    t,
+                    "- {} (round {}) storm, first failure: {}",
+                    side.name,
+                    i + 1,
+                    o.storm.first_failure
+                );
+            }
         }
     }
     t
+}
+
+/// (consoled side, reference side) for every side that is not the reference.
+fn pairs(sides: &[Side]) -> Vec<(usize, usize)> {
+    let Some(reference) = sides.iter().position(|s| s.name == "async-ref") else {
+        return Vec::new();
+    };
+    (0..sides.len())
+        .filter(|&i| i != reference)
+        .map(|i| (i, reference))
+        .collect()
 }
 
 /// Medians per server, the median of the round-by-round ratios, and their range.
@@ -211,26 +262,30 @@ fn numeric_row(
         .iter()
         .map(|s| num(median(s.runs.iter().map(|o| f(o)).collect()), digits))
         .collect();
-    let ratios: Vec<f64> = match sides {
-        [a, b] => (0..rounds)
+    let mut ratio_cells = Vec::new();
+    for (a, b) in pairs(sides) {
+        let (a, b) = (&sides[a], &sides[b]);
+        let ratios: Vec<f64> = (0..rounds)
             .map(|i| f(a.runs[i]) / f(b.runs[i]))
             .filter(|r| r.is_finite())
-            .collect(),
-        _ => Vec::new(),
-    };
-    let ratio = num(median(ratios.clone()), 2);
-    let range = if rounds > 1 {
-        let lo = ratios.iter().copied().fold(f64::INFINITY, f64::min);
-        let hi = ratios.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-        if ratios.is_empty() {
-            " — |".to_string()
-        } else {
-            format!(" {lo:.2}–{hi:.2} |")
+            .collect();
+        ratio_cells.push(num(median(ratios.clone()), 2));
+        if rounds > 1 {
+            let lo = ratios.iter().copied().fold(f64::INFINITY, f64::min);
+            let hi = ratios.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            ratio_cells.push(if ratios.is_empty() {
+                "—".to_string()
+            } else {
+                format!("{lo:.2}–{hi:.2}")
+            });
         }
-    } else {
-        String::new()
-    };
-    let _ = writeln!(t, "| {label} | {} | {ratio} |{range}", cells.join(" | "));
+    }
+    let _ = writeln!(
+        t,
+        "| {label} | {} | {} |",
+        cells.join(" | "),
+        ratio_cells.join(" | ")
+    );
 }
 
 /// Close-to-release times of all rounds together: p50 / max when every closed stream was
@@ -271,22 +326,28 @@ fn release_row(
             }
         })
         .collect();
-    let ratio = match sides {
-        [a, b] if measured(a) && measured(b) && done(b) => {
+    let mut ratio_cells = Vec::new();
+    for (a, b) in pairs(sides) {
+        let (a, b) = (&sides[a], &sides[b]);
+        ratio_cells.push(if measured(a) && measured(b) && done(b) {
             let theirs = quantile(&all(b).0, 1.0).max(0.001);
             if done(a) {
                 format!("{:.2}", quantile(&all(a).0, 1.0) / theirs)
             } else {
                 format!("> {:.0}", all(a).2 / theirs)
             }
+        } else {
+            "—".into()
+        });
+        if rounds > 1 {
+            ratio_cells.push(String::new());
         }
-        _ => "—".into(),
-    };
+    }
     let _ = writeln!(
         t,
-        "| {label} | {} | {ratio} |{}",
+        "| {label} | {} | {} |",
         cells.join(" | "),
-        if rounds > 1 { " |" } else { "" }
+        ratio_cells.join(" | ")
     );
 }
 

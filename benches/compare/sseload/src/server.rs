@@ -9,6 +9,9 @@ use std::time::{Duration, Instant};
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum Kind {
     Consoled,
+    /// consoled without the hub's writes for idle streams: every change goes through the
+    /// stream's own thread, the pure thread-per-connection design.
+    ConsoledIndirect,
     AsyncRef,
 }
 
@@ -16,8 +19,17 @@ impl Kind {
     pub fn name(self) -> &'static str {
         match self {
             Kind::Consoled => "consoled",
+            Kind::ConsoledIndirect => "consoled (CONSOLED_STREAM_DIRECT=false)",
             Kind::AsyncRef => "async-ref",
         }
+    }
+
+    /// The order of the table's columns.
+    pub fn rank(name: &str) -> usize {
+        [Kind::Consoled, Kind::ConsoledIndirect, Kind::AsyncRef]
+            .iter()
+            .position(|k| k.name() == name)
+            .unwrap_or(3)
     }
 }
 
@@ -43,7 +55,7 @@ impl Server {
             .stdin(Stdio::null())
             .stdout(Stdio::null());
         match kind {
-            Kind::Consoled => {
+            Kind::Consoled | Kind::ConsoledIndirect => {
                 cmd.arg("serve")
                     .env("CONSOLED_LISTEN", &listen)
                     .env("CONSOLED_COOKIE_SECURE", "false")
@@ -64,13 +76,23 @@ impl Server {
         // The caller's own settings win (e.g. `CONSOLED_MAX_STREAMS=… make bench-compare`),
         // except the address the tool picked.
         let own = match kind {
-            Kind::Consoled => "CONSOLED_",
+            Kind::Consoled | Kind::ConsoledIndirect => "CONSOLED_",
             Kind::AsyncRef => "ASYNC_REF_",
         };
         for (k, v) in std::env::vars() {
             if k.starts_with(own) && !k.ends_with("_LISTEN") {
                 cmd.env(k, v);
             }
+        }
+        // The mode is what this column is about: never the caller's.
+        match kind {
+            Kind::Consoled => {
+                cmd.env("CONSOLED_STREAM_DIRECT", "true");
+            }
+            Kind::ConsoledIndirect => {
+                cmd.env("CONSOLED_STREAM_DIRECT", "false");
+            }
+            Kind::AsyncRef => {}
         }
         let child = cmd
             .spawn()

@@ -1,0 +1,175 @@
+//! The storm rung: N streams opened at once on a fresh instance, as after a crash when every
+//! client of the dead instance reconnects to a survivor; the time until every one has `ready`.
+//! A few threads connect and send every request as fast as they can, then wait with `poll(2)`
+//! for each stream's `ready`, so what is measured is the server's rate of opening streams, not
+//! the client's. Ten streams per API token, as the clients of a crashed instance would be (at
+//! most ten per user or token): one token for all would measure the per-token limit's lock, not
+//! the opening.
+
+use std::io::{Read, Write};
+use std::net::{Ipv4Addr, SocketAddr, TcpStream};
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use crate::client::{connect_from, find, SOURCES};
+
+const THREADS: usize = 8;
+/// A stream without `ready` this long after the storm began counts as failed.
+const LIMIT: Duration = Duration::from_secs(60);
+
+#[derive(Serialize, Deserialize, Clone, Default)]
+pub struct Storm {
+    pub streams: usize,
+    pub ready: usize,
+    /// Refused (any status or `event: refused`), closed or timed out.
+    pub failed: usize,
+    /// From the first connect to the last `ready`.
+    pub seconds: f64,
+    /// `ready` per second over the whole storm.
+    pub rate: f64,
+    /// Milliseconds from the storm's start to each stream's `ready`.
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+    /// The first failure, for the report.
+    pub first_failure: String,
+}
+
+struct Pending {
+    s: TcpStream,
+    got: Vec<u8>,
+}
+
+/// Streams per token.
+pub const PER_TOKEN: usize = 10;
+
+/// Opens `n` streams at once against `addr`, `PER_TOKEN` with each of `secrets`, and keeps them
+/// open until every one is ready (or failed); then closes them all.
+pub fn run(addr: SocketAddr, secrets: &[String], n: usize) -> Storm {
+    let request = |i: usize| {
+        format!(
+            "GET /v1/events HTTP/1.1\r\nHost: bench\r\nAccept: text/event-stream\r\n\
+             Authorization: Bearer {}\r\n\r\n",
+            secrets[(i / PER_TOKEN) % secrets.len()]
+        )
+    };
+    let claimed = AtomicUsize::new(0);
+    let start = Instant::now();
+    let results: Vec<(Vec<f64>, Vec<String>)> = thread::scope(|scope| {
+        let workers: Vec<_> = (0..THREADS)
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut pending = Vec::new();
+                    let mut failures = Vec::new();
+                    loop {
+                        let i = claimed.fetch_add(1, Ordering::SeqCst);
+                        if i >= n {
+                            break;
+                        }
+                        let source = Ipv4Addr::new(127, 0, 0, 2 + (i % SOURCES as usize) as u8);
+                        match connect_from(addr, source).and_then(|mut s| {
+                            s.write_all(request(i).as_bytes())
+                                .map_err(|e| format!("send: {e}"))?;
+                            Ok(s)
+                        }) {
+                            Ok(s) => pending.push(Pending { s, got: Vec::new() }),
+                            Err(e) => failures.push(e),
+                        }
+                    }
+                    let ready = wait_ready(pending, start, &mut failures);
+                    (ready, failures)
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .map(|w| w.join().expect("storm thread"))
+            .collect()
+    });
+    let mut ms: Vec<f64> = results
+        .iter()
+        .flat_map(|(r, _)| r.iter().copied())
+        .collect();
+    ms.sort_by(f64::total_cmp);
+    let failures: Vec<&String> = results.iter().flat_map(|(_, f)| f.iter()).collect();
+    let seconds = ms.last().copied().unwrap_or(0.0) / 1000.0;
+    let pct = |q: f64| {
+        ms.get(((ms.len() as f64 * q) as usize).min(ms.len().saturating_sub(1)))
+            .copied()
+            .unwrap_or(f64::NAN)
+    };
+    Storm {
+        streams: n,
+        ready: ms.len(),
+        failed: failures.len(),
+        seconds,
+        rate: ms.len() as f64 / seconds.max(1e-9),
+        p50_ms: pct(0.5),
+        p99_ms: pct(0.99),
+        first_failure: failures.first().map(|s| s.to_string()).unwrap_or_default(),
+    }
+}
+
+/// Reads every pending stream until its `ready`; the milliseconds (since `start`) of each.
+/// The streams stay open until all of this thread's are ready, then close together.
+fn wait_ready(mut pending: Vec<Pending>, start: Instant, failures: &mut Vec<String>) -> Vec<f64> {
+    let mut ready_ms = Vec::new();
+    let mut done: Vec<TcpStream> = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !pending.is_empty() && start.elapsed() < LIMIT {
+        let mut fds: Vec<libc::pollfd> = pending
+            .iter()
+            .map(|p| libc::pollfd {
+                fd: p.s.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            })
+            .collect();
+        // SAFETY: `fds` is a valid array of pollfd for the call's duration.
+        let rc = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, 200) };
+        if rc <= 0 {
+            continue;
+        }
+        let mut keep = Vec::with_capacity(pending.len());
+        for (mut p, fd) in pending.into_iter().zip(fds) {
+            if fd.revents == 0 {
+                keep.push(p);
+                continue;
+            }
+            match p.s.read(&mut buf) {
+                Ok(0) | Err(_) => {
+                    failures.push(format!("closed before ready: {}", head(&p.got)));
+                    continue;
+                }
+                Ok(k) => p.got.extend_from_slice(&buf[..k]),
+            }
+            if find(&p.got, b"event: ready\n").is_some() {
+                ready_ms.push(start.elapsed().as_secs_f64() * 1000.0);
+                done.push(p.s);
+            } else if find(&p.got, b"event: refused\n").is_some()
+                || (p.got.len() >= 12 && !p.got.starts_with(b"HTTP/1.1 200"))
+            {
+                failures.push(format!("refused: {}", head(&p.got)));
+            } else {
+                keep.push(p);
+            }
+        }
+        pending = keep;
+    }
+    for p in &pending {
+        failures.push(format!("no ready within {LIMIT:?}: {}", head(&p.got)));
+    }
+    drop(done);
+    ready_ms
+}
+
+fn head(got: &[u8]) -> String {
+    String::from_utf8_lossy(got)
+        .chars()
+        .take(160)
+        .collect::<String>()
+        .replace("\r\n", " ")
+}
