@@ -1,6 +1,6 @@
 //! Routing: one table of (method, path pattern, handler), and the one dispatch function that
-//! applies the cross-cutting rules in order: 404/405, CSRF and media type for POSTs under /auth,
-//! then the handler. A `*` in a pattern matches one path segment.
+//! applies the cross-cutting rules in order: 404/405, CSRF and media type for POSTs and DELETEs
+//! under /auth, then the handler. A `*` in a pattern matches one path segment.
 
 use crate::app::{App, Reply};
 use crate::auth;
@@ -50,7 +50,7 @@ impl Route {
     }
 }
 
-use Method::{Get, Post};
+use Method::{Delete, Get, Post};
 
 pub static ROUTES: &[Route] = &[
     route(Get, "/", "demo", demo::index),
@@ -121,6 +121,26 @@ pub static ROUTES: &[Route] = &[
         auth::email::reset,
     )
     .screened(auth::hash_screen),
+    route(
+        Post,
+        "/auth/password/change",
+        "password_change",
+        auth::password::change,
+    )
+    .screened(auth::hash_screen),
+    route(Get, "/auth/sessions", "sessions", auth::own_sessions::list),
+    route(
+        Delete,
+        "/auth/sessions",
+        "sessions_end_others",
+        auth::own_sessions::delete_others,
+    ),
+    route(
+        Delete,
+        "/auth/sessions/*",
+        "session_end",
+        auth::own_sessions::delete_one,
+    ),
     route(Get, "/v1/events", "events", subscribe::get),
     route(Get, "/healthz", "healthz", ops::healthz),
     route(Get, "/readyz", "readyz", ops::readyz),
@@ -199,9 +219,9 @@ pub fn screen(app: &App, req: &Request) -> Option<(&'static str, ApiError)> {
     screen(app, req).err().map(|e| (route.name, e))
 }
 
-/// Rules every POST under /auth obeys before its handler runs.
+/// Rules every POST and DELETE under /auth obeys before its handler runs.
 fn guard(app: &App, req: &Request) -> ApiResult<()> {
-    if req.method == Method::Post && req.path.starts_with("/auth/") {
+    if matches!(req.method, Method::Post | Method::Delete) && req.path.starts_with("/auth/") {
         csrf::check(req, &app.origins)?;
         req.require_json()?;
     }

@@ -107,7 +107,7 @@ pub fn post(app: &App, req: &Request) -> ApiResult<Reply> {
         }
         _ => devices::create(&mut tx, user.id, lifetime)?,
     };
-    let response = super::start_session(app, &mut tx, 200, &user, user.mfa_enabled)?
+    let response = super::start_session(app, req, &mut tx, 200, &user, user.mfa_enabled)?
         .header("Set-Cookie", device_cookie(app, &token));
     tx.commit()?;
     log::info!("login user_id={} mfa_pending={}", user.id, user.mfa_enabled);

@@ -21,6 +21,11 @@ pub const MIGRATIONS: &[(i32, &str, &str)] = &[
         "0003_device_cookies.sql",
         include_str!("../../migrations/0003_device_cookies.sql"),
     ),
+    (
+        5,
+        "0005_own_sessions.sql",
+        include_str!("../../migrations/0005_own_sessions.sql"),
+    ),
 ];
 
 /// An arbitrary constant naming our lock in `pg_advisory_lock`.

@@ -276,7 +276,7 @@ fn complete(
         Provider::Google => google::identity(&exchange, stored.nonce.as_deref())?,
         Provider::Github => github::identity(&exchange)?,
     };
-    accounts::sign_in(app, provider, &identity)
+    accounts::sign_in(app, req, provider, &identity)
 }
 
 /// Deletes and returns the attempt named by the `state` parameter, if any.
