@@ -290,6 +290,34 @@ fn a_full_run_at_trace_level_logs_no_secret() {
         .get(0);
     secrets.push(hash);
 
+    // Issue 25: a password change (a wrong current password first), the own sessions, ending
+    // them. Each is a security event in the log, without the passwords or the tokens.
+    // (An account of its own: the one above has a second factor now.)
+    let third_password = "a third password for the log test";
+    secrets.push(third_password.into());
+    let mut d = Client::new(server.addr);
+    let (other_email, _) = d.signup();
+    let mut e = Client::new(server.addr);
+    e.login(&other_email, PASSWORD).expect(200);
+    secrets.push(d.cookies["svc_session"].clone());
+    secrets.push(d.cookies["svc_csrf"].clone());
+    secrets.push(e.cookies["svc_session"].clone());
+    d.post(
+        "/auth/password/change",
+        &json!({"current_password": third_password, "password": NEW_PASSWORD}),
+    )
+    .expect_error(401, "invalid_credentials");
+    d.post(
+        "/auth/password/change",
+        &json!({"current_password": PASSWORD, "password": third_password}),
+    )
+    .expect(204);
+    secrets.push(d.cookies["svc_session"].clone());
+    d.get("/auth/sessions").expect(200);
+    let csrf = d.csrf();
+    d.send("DELETE", "/auth/sessions", &[("X-CSRF-Token", &csrf)], b"")
+        .expect(204);
+
     // An error without a log detail is one of consoled's own debug records.
     Client::new(server.addr)
         .get("/auth/session")
@@ -299,6 +327,11 @@ fn a_full_run_at_trace_level_logs_no_secret() {
     // The run was logged at trace level: our own records are there, debug ones included.
     assert!(log.contains("listening on"), "{log}");
     assert!(log.contains("password reset user_id="), "{log}");
+    assert!(log.contains("security event=password_changed"), "{log}");
+    assert!(
+        log.contains("security event=password_change_refused"),
+        "{log}"
+    );
     assert!(
         log.contains(" DEBUG consoled"),
         "consoled's own debug records pass"
