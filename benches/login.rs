@@ -38,7 +38,9 @@ const FLOOD_SECONDS: u64 = 10;
 const HOSTILE_SECONDS: u64 = 15;
 const CEILING_TIME: Duration = Duration::from_secs(4);
 const PASSWORD: &str = "benchmark password 1";
-const CSRF: &str = "benchcsrftokenbenchcsrftokenbenchcsrftoken0";
+/// A pre-session CSRF token, signed with the key the bench's servers are given.
+static CSRF: std::sync::LazyLock<String> =
+    std::sync::LazyLock::new(|| consoled::http::csrf::issue(&common::CSRF_KEY, None));
 /// The honest clients' address (not the flood's: its failure budget outlives a run).
 const HONEST: [u8; 4] = hostile::HONEST_IP;
 
@@ -55,7 +57,7 @@ fn main() {
     let email = format!("bench-{tag}@example.com");
     let honest = Some(IpAddr::from(HONEST));
     let mut setup = Conn::open_from(addr, honest);
-    let csrf = CSRF;
+    let csrf: &str = &CSRF;
     let signup = format!(r#"{{"email":"{email}","password":"{PASSWORD}","name":"Bench"}}"#);
     let (status, headers) = setup.post("/auth/signup", csrf, None, &signup);
     assert_eq!(status, 201, "signup failed");
@@ -65,7 +67,7 @@ fn main() {
             let email = format!("victim-{i}-{tag}@example.com");
             let body = format!(r#"{{"email":"{email}","password":"{PASSWORD}","name":"Victim"}}"#);
             let mut conn = Conn::open_from(addr, Some(hostile::victim_ip(i)));
-            assert_eq!(conn.post("/auth/signup", CSRF, None, &body).0, 201);
+            assert_eq!(conn.post("/auth/signup", &CSRF, None, &body).0, 201);
             email
         })
         .collect();

@@ -90,17 +90,21 @@ for _ in $(seq 100); do
 done
 curl -fsS "$base/healthz" >/dev/null
 
-# A fixed CSRF pair: any value works, as long as cookie and header are equal.
-csrf=$(python3 -c 'import secrets; print(secrets.token_urlsafe(32))')
-
 # The setup's requests come "through a proxy" from an address of their own, so that earlier runs'
 # sign-ups (30 per address per 5 minutes) do not refuse them; schemathesis sends no
 # X-Forwarded-For, so its requests count against 127.0.0.1.
 client_ip=10.$((RANDOM % 256)).$((RANDOM % 256)).$((RANDOM % 254 + 1))
 
-# post PATH BODY [SESSION]: a POST under /auth with the CSRF pair; the body goes to $work/out.json,
-# the head to $work/out.head; prints the new svc_session token, if the answer sets one.
+# csrf_for [SESSION]: a CSRF token bound to SESSION (none: a pre-session token), from GET /auth/csrf.
+csrf_for() {
+    curl -fsS -o /dev/null -D - ${1:+-b "svc_session=$1"} "$base/auth/csrf" |
+        sed -n 's/^[Ss]et-[Cc]ookie: svc_csrf=\([^;]*\);.*/\1/p'
+}
+# post PATH BODY [SESSION]: a POST under /auth with a CSRF pair for SESSION; the body goes to
+# $work/out.json, the head to $work/out.head; prints the new svc_session token, if the answer sets one.
 post() {
+    local csrf
+    csrf=$(csrf_for "${3:-}")
     curl -fsS -o "$work/out.json" -D "$work/out.head" -H "X-Forwarded-For: $client_ip" \
         -H "Content-Type: application/json" -H "X-CSRF-Token: $csrf" \
         -b "svc_csrf=$csrf${3:+; svc_session=$3}" --data "$2" "$base$1" >/dev/null
@@ -152,18 +156,20 @@ for v in session logout_session token mfa_session pending sessions_session; do
 done
 log "server $base (log $work/server.log), users $email and $mfa_email"
 
-export CONFORMANCE_CSRF=$csrf CONFORMANCE_TOKEN=$token
+export CONFORMANCE_TOKEN=$token
 seed_args=()
 [ -n "${CONFORMANCE_SEED:-}" ] && seed_args=(--seed "$CONFORMANCE_SEED")
 extra=("$@")
 
-# run NAME SESSION [options]: one schemathesis run with SESSION as the cookieAuth session. The
-# timeout only guards against a hang: a part takes seconds.
+# run NAME SESSION [options]: one schemathesis run with SESSION as the cookieAuth session and a
+# CSRF pair bound to it, or to CSRF_SESSION when that is set (empty: a pre-session pair); the
+# token is bound to the session (docs/API.md). The timeout only guards against a hang: a part
+# takes seconds.
 failed=0
 run() {
     local name=$1
     log "part $name"
-    CONFORMANCE_SESSION=$2 timeout 600 "$venv/bin/schemathesis" --config-file scripts/conformance.toml run \
+    CONFORMANCE_SESSION=$2 CONFORMANCE_CSRF=$(csrf_for "${CSRF_SESSION-$2}") timeout 600 "$venv/bin/schemathesis" --config-file scripts/conformance.toml run \
         "$base/openapi.json" --url "$base" \
         --checks all \
         --max-examples "$examples" \
@@ -173,8 +179,12 @@ run() {
 }
 # Which operations accept a request depends on the session's state, which a schema cannot say;
 # so each state gets the operations that act on it:
-# - second factor not enabled: everything but the three below, logout, and the sessions part's;
-run main "$session" --exclude-path-regex '^/auth/(logout|mfa/totp|mfa/totp/disable|mfa/recovery-codes|password/change|sessions.*)$'
+# - no session: the POSTs that need none get a pre-session CSRF pair (schemathesis sends no
+#   session cookie to an operation without cookieAuth, so a pair bound to a session would fail);
+CSRF_SESSION='' run public "$session" --include-path-regex '^/auth/(signup|login|verify-email|password/forgot|password/reset)$'
+# - second factor not enabled: everything but the above, the three below, logout and the
+#   sessions part's;
+run main "$session" --exclude-path-regex '^/auth/(signup|login|verify-email|password/forgot|password/reset|logout|mfa/totp|mfa/totp/disable|mfa/recovery-codes|password/change|sessions.*)$'
 # - the own sessions and the password change, on a user of their own (see above);
 run sessions "$sessions_session" --include-path-regex '^/auth/(sessions.*|password/change)$'
 # - second factor enabled, full session: disable and recovery-codes (wrong codes: 401, then 429);

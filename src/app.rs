@@ -22,6 +22,11 @@ pub struct App {
     pub hub: Arc<Hub>,
     /// Lower-case origins of the base and console URLs (CSRF Origin check).
     pub origins: Vec<String>,
+    /// Seal and open TOTP secrets (`keys`).
+    pub data_keys: crate::keys::DataKeys,
+    /// Signs CSRF tokens (`http::csrf`): configured, derived from the data key, or shared
+    /// through the database.
+    pub csrf_key: [u8; 32],
     /// Set when the process is shutting down.
     pub stopping: Arc<AtomicBool>,
     /// What this process can hold (connections, streams), derived at start.

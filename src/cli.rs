@@ -1,8 +1,10 @@
-//! Command line: `serve` (default), `migrate`, `project create`, `token create|revoke`, `emit`.
+//! Command line: `serve` (default), `migrate`, `project create`, `token create|revoke`,
+//! `keys generate|rotate`, `mfa reset`, `emit`.
 //! Every command reads DATABASE_URL and prints JSON on stdout. The arguments are checked (and
 //! `--help` answered) before the configuration is read, so a typo never waits on a database.
 
 mod commands;
+mod keys;
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -16,7 +18,7 @@ pub use commands::{Command, CHANGE_OPS, CHANGE_TYPES, COMMANDS};
 
 /// What the arguments ask for.
 pub enum Invocation {
-    /// Print this on stdout and exit 0.
+    /// Print this on stdout and exit 0 (help, and `keys generate`, which needs no settings).
     Help(String),
     Serve,
     Run(&'static Command, HashMap<String, String>),
@@ -54,6 +56,9 @@ pub fn parse(args: &[String]) -> Result<Invocation, String> {
     if command.words == ["serve"] {
         return Ok(Invocation::Serve);
     }
+    if command.words == ["keys", "generate"] {
+        return Ok(Invocation::Help(format!("{}\n", keys::generate())));
+    }
     if command.words == ["emit"] {
         check_emit(&flags)?;
     }
@@ -83,6 +88,8 @@ pub fn run(
         ["project", "create"] => project_create(config, flags),
         ["token", "create"] => token_create(config, flags),
         ["token", "revoke"] => token_revoke(config, flags),
+        ["keys", "rotate"] => crate::keys::reseal::rotate(config),
+        ["mfa", "reset"] => keys::mfa_reset(config, flags),
         ["emit"] => emit(config, flags),
         _ => Err(unknown_command(command.words)),
     }
@@ -166,7 +173,7 @@ fn opt_id_flag(flags: &HashMap<String, String>, name: &str) -> Result<Option<i64
     flags.get(name).map(|_| id_flag(flags, name)).transpose()
 }
 
-fn connect(config: &Config) -> Result<postgres::Client, String> {
+pub(crate) fn connect(config: &Config) -> Result<postgres::Client, String> {
     crate::migrate(config, Duration::from_secs(5))?;
     db::connect(config, "consoled-cli")
 }

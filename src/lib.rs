@@ -14,6 +14,7 @@ pub mod error;
 pub mod events;
 pub mod hashing;
 pub mod http;
+pub mod keys;
 pub mod limits;
 pub mod logging;
 pub mod mail;
@@ -84,6 +85,7 @@ pub fn serve(config: Config) -> Result<Service, String> {
 /// Like `serve`, on a listener the caller bound (tests bind port 0).
 pub fn serve_on(config: Config, listener: std::net::TcpListener) -> Result<Service, String> {
     migrate(&config, Duration::from_secs(30))?;
+    let (data_keys, csrf_key) = keys::reseal::prepare(&config)?;
     let pool = db::pool(&config)?;
     let mailer = mail::Mailer::from_config(&config)?;
     let origins = config.origins().to_vec();
@@ -99,6 +101,8 @@ pub fn serve_on(config: Config, listener: std::net::TcpListener) -> Result<Servi
         hub: Arc::new(events::Hub::new()),
         pool,
         origins,
+        data_keys,
+        csrf_key,
         stopping: Arc::new(AtomicBool::new(false)),
         config,
     });

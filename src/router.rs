@@ -1,6 +1,7 @@
 //! Routing: one table of (method, path pattern, handler), and the one dispatch function that
 //! applies the cross-cutting rules in order: 404/405, CSRF and media type for POSTs and DELETEs
-//! under /auth, then the handler. A `*` in a pattern matches one path segment.
+//! under /auth, then the handler, then a new CSRF cookie when the response changed the session
+//! cookie. A `*` in a pattern matches one path segment.
 
 use crate::app::{App, Reply};
 use crate::auth;
@@ -207,7 +208,9 @@ pub fn dispatch(app: &App, req: &Request) -> (&'static str, ApiResult<Reply>) {
     };
     (
         route.name,
-        guard(app, req).and_then(|()| (route.handler)(app, req)),
+        guard(app, req)
+            .and_then(|()| (route.handler)(app, req))
+            .map(|reply| auth::csrf::follow_session(app, reply)),
     )
 }
 
@@ -222,7 +225,13 @@ pub fn screen(app: &App, req: &Request) -> Option<(&'static str, ApiError)> {
 /// Rules every POST and DELETE under /auth obeys before its handler runs.
 fn guard(app: &App, req: &Request) -> ApiResult<()> {
     if matches!(req.method, Method::Post | Method::Delete) && req.path.starts_with("/auth/") {
-        csrf::check(req, &app.origins)?;
+        let session = auth::session_token(req);
+        let ended = || {
+            session
+                .as_deref()
+                .is_some_and(|t| auth::session_ended(app, t))
+        };
+        csrf::check(req, &app.origins, &app.csrf_key, session.as_deref(), ended)?;
         req.require_json()?;
     }
     Ok(())

@@ -11,10 +11,12 @@ use serde_json::Value;
 
 const API: &str = include_str!("../docs/API.md");
 const ERRORS_RS: &str = include_str!("../src/error.rs");
-/// Where settings are named: the configuration, and the rate limits it reads (`src/limits.rs`).
+/// Where settings are named: the configuration (with its key settings), and the rate limits it
+/// reads (`src/limits.rs`).
 const CONFIG_RS: &str = concat!(
     include_str!("../src/config/mod.rs"),
     include_str!("../src/config/env.rs"),
+    include_str!("../src/config/keys.rs"),
     include_str!("../src/limits.rs")
 );
 
@@ -23,6 +25,7 @@ fn settings_code() -> String {
     [
         include_str!("../src/config/mod.rs"),
         include_str!("../src/config/env.rs"),
+        include_str!("../src/config/keys.rs"),
         include_str!("../src/limits.rs"),
     ]
     .iter()

@@ -22,7 +22,12 @@ fn csrf_cookie_is_set_once_with_its_attributes() {
         .next()
         .unwrap()
         .trim_start_matches("svc_csrf=");
-    assert_eq!(value.len(), 43, "32 random bytes, base64url");
+    let (random, mac) = value.split_once('.').expect("random.mac");
+    assert_eq!(
+        (random.len(), mac.len()),
+        (22, 43),
+        "16 random bytes and an HMAC-SHA-256, base64url: {value}"
+    );
     assert!(
         cookie.contains("Path=/") && cookie.contains("SameSite=Strict"),
         "{cookie}"

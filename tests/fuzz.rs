@@ -120,6 +120,9 @@ fn the_parsing_layer_never_panics_and_fails_only_with_4xx() {
         header: header.into(),
     };
     let (forwarded, real_ip) = (source(FORWARDED_FOR), source("x-real-ip"));
+    // A token we signed (pre-session), so that the CSRF rule's accepting path is reached too.
+    let key = [9u8; 32];
+    let signed = csrf::issue(&key, None);
     for _ in 0..3000 {
         let header = rng.text(false);
         let name = rng
@@ -145,7 +148,11 @@ fn the_parsing_layer_never_panics_and_fails_only_with_4xx() {
             "x-real-ip",
         ] {
             if rng.chance(70) {
-                let value = if h == "cookie" && rng.chance(50) {
+                let value = if h == "cookie" && rng.chance(30) {
+                    format!("svc_csrf={signed}")
+                } else if h == "x-csrf-token" && rng.chance(30) {
+                    signed.clone()
+                } else if h == "cookie" && rng.chance(50) {
                     format!("svc_csrf={}; x={}", rng.text(true), rng.text(true))
                 } else if h == "authorization" && rng.chance(50) {
                     format!(
@@ -182,11 +189,11 @@ fn the_parsing_layer_never_panics_and_fails_only_with_4xx() {
                 ),
                 Err(e) => assert_eq!(e.code.status(), 415),
             }
-            match csrf::check(&req, &origins) {
+            match csrf::check(&req, &origins, &key, None, || false) {
                 Ok(()) => {
                     let cookie = req.cookie("svc_csrf").unwrap();
                     assert_eq!(cookie, req.header("x-csrf-token").unwrap().trim());
-                    assert!(!cookie.is_empty());
+                    assert!(csrf::valid(&key, &cookie, None));
                 }
                 Err(e) => assert_eq!(e.code.status(), 403),
             }

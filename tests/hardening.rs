@@ -95,7 +95,8 @@ fn a_body_at_a_normal_pace_is_accepted() {
         "email": email, "password": PASSWORD, "padding": "p".repeat(3000)
     }))
     .unwrap();
-    let token = c.csrf();
+    // The login carries no session cookie: a token of a browser without a session.
+    let token = server.client().csrf();
     let mut s = TcpStream::connect(server.addr).unwrap();
     s.set_read_timeout(Some(T)).unwrap();
     let head = format!(
@@ -529,7 +530,8 @@ fn stop_with_work_in_flight(signal: &str) {
     // Twelve logins queue on one hashing thread (tens of ms each): sent before the signal, and
     // the signal waits until the server holds them (its hash queue is not empty), so that they
     // are truly in flight rather than racing the closing listener.
-    let csrf = "t".repeat(43);
+    // A token from a browser without a session: the logins carry no session cookie.
+    let csrf = Client::new(addr).csrf();
     let body = json!({"email": email, "password": PASSWORD}).to_string();
     let logins: Vec<TcpStream> = (0..12)
         .map(|_| {

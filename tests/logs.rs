@@ -143,9 +143,17 @@ fn a_full_run_at_trace_level_logs_no_secret() {
     let mut env = google.env();
     env.extend(github.env());
     env.push(("CONSOLED_SMTP_URL".into(), sink.url()));
+    // A data key (32 × 'D'): TOTP secrets are sealed, and neither the key nor a secret is logged.
+    let data_key = "REREREREREREREREREREREREREREREREREREREREREQ=";
+    env.push(("CONSOLED_DATA_KEY".into(), data_key.into()));
     let server = start(&env);
-    let mut secrets: Vec<String> = vec![PASSWORD.into(), NEW_PASSWORD.into(), CLIENT_SECRET.into()];
-    let mut raw_secrets: Vec<Vec<u8>> = Vec::new();
+    let mut secrets: Vec<String> = vec![
+        PASSWORD.into(),
+        NEW_PASSWORD.into(),
+        CLIENT_SECRET.into(),
+        data_key.into(),
+    ];
+    let mut raw_secrets: Vec<Vec<u8>> = vec![vec![b'D'; 32]];
 
     // Signup and email verification.
     let mut c = Client::new(server.addr);

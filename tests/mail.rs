@@ -437,6 +437,10 @@ fn reset_replaces_the_password_ends_every_session_and_verifies_the_address() {
     let r = reset(&mut anonymous, &newer, NEW_PASSWORD);
     r.expect(204);
     assert!(
+        r.set_cookie("svc_csrf").is_some(),
+        "a new CSRF token comes with the cleared session cookie"
+    );
+    assert!(
         r.set_cookie("svc_session")
             .is_none_or(|c| c.contains("Max-Age=0")),
         "a reset never signs in"

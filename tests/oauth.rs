@@ -607,6 +607,10 @@ fn user_with_second_factor_gets_a_pending_session() {
     assert_eq!(r.header("location"), Some("http://console.test/login/mfa"));
     let cookie = r.set_cookie("svc_session").expect("pending session cookie");
     assert!(cookie.contains("Max-Age=600"), "{cookie}");
+    assert!(
+        r.set_cookie("svc_csrf").is_some(),
+        "a CSRF token for the new session"
+    );
     c.get("/auth/session").expect_error(401, "mfa_required");
 }
 

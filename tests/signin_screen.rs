@@ -119,7 +119,7 @@ fn three_refused_sign_ins(
         .unwrap();
     let mut reader = std::io::BufReader::new(stream.try_clone().unwrap());
     let mut writer = stream;
-    let csrf = "signincsrftokensignincsrftokensignincsrf00";
+    let csrf = &common::Client::new(addr).csrf();
     let mut statuses = Vec::new();
     for _ in 0..3 {
         let body = format!(r#"{{"email":"{}","password":"wrong"}}"#, unique_email());

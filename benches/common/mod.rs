@@ -6,6 +6,12 @@ use std::process::{Child, Command};
 use std::thread;
 use std::time::{Duration, Instant};
 
+/// The CSRF key of every server a bench starts (CONSOLED_CSRF_KEY), so that a bench can sign its
+/// own pre-session CSRF token (`CSRF_KEY`, the same 32 bytes).
+pub const CSRF_KEY_B64: &str = "QkJCQkJCQkJCQkJCQkJCQkJCQkJCQkJCQkJCQkJCQkI=";
+#[allow(dead_code)] // streams.rs posts nothing
+pub const CSRF_KEY: [u8; 32] = [b'B'; 32];
+
 pub struct Server {
     pub child: Child,
     pub addr: SocketAddr,
@@ -26,6 +32,7 @@ impl Server {
         cmd.env("DATABASE_URL", database_url)
             .env("CONSOLED_LISTEN", format!("127.0.0.1:{port}"))
             .env("CONSOLED_COOKIE_SECURE", "false")
+            .env("CONSOLED_CSRF_KEY", CSRF_KEY_B64)
             .env(
                 "CONSOLED_MAIL_DIR",
                 std::env::temp_dir().join("consoled-bench-mail"),

@@ -69,7 +69,7 @@ pub fn run(
                     line.sent
                 );
                 line.out =
-                    super::super::post_request("/auth/login", CSRF, None, &body).into_bytes();
+                    super::super::post_request("/auth/login", &CSRF, None, &body).into_bytes();
                 line.written = 0;
                 line.waiting = true;
                 line.answer.clear();

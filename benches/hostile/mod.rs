@@ -129,7 +129,7 @@ pub fn run(addr: SocketAddr, database_url: &str, others: Others, duration: Durat
                 thread::spawn(move || {
                     let mut conn = Conn::open_from(addr, Some(HONEST_IP.into()));
                     while !stop.load(Ordering::Relaxed) {
-                        let (status, headers) = conn.post("/auth/login", CSRF, None, &body);
+                        let (status, headers) = conn.post("/auth/login", &CSRF, None, &body);
                         match status {
                             200 => drop(ok.fetch_add(1, Ordering::Relaxed)),
                             429 => thread::sleep(Duration::from_secs(super::retry_after(&headers))),
@@ -165,7 +165,7 @@ pub fn run(addr: SocketAddr, database_url: &str, others: Others, duration: Durat
                 let mut ok = 0u64;
                 while !stop.load(Ordering::Relaxed) {
                     let t = Instant::now();
-                    let (status, _) = conn.post("/auth/login", CSRF, None, &body);
+                    let (status, _) = conn.post("/auth/login", &CSRF, None, &body);
                     samples.push(t.elapsed());
                     ok += u64::from(status == 200);
                     thread::sleep(VICTIM_PAUSE);

@@ -9,6 +9,8 @@
 //! Enrolment changes need proof that the owner is present (`reauth`) before anything else, and
 //! each one that changes the account (enable, disable, new recovery codes) mails the owner. Setup
 //! only offers a secret, which does nothing until `enable` confirms it.
+//!
+//! Secrets are stored sealed under the data key (`keys`) and opened only to check a TOTP code.
 
 use crate::db::{Sql, Tx as Transaction};
 use serde_json::{json, Value};
@@ -18,57 +20,15 @@ use crate::crypto;
 use crate::db::sessions::{self, Session};
 use crate::db::{self, outbox, rate, recovery_codes, totp, users};
 use crate::error::{ApiError, ApiResult, Code};
-use crate::http::json::Fields;
 use crate::http::{percent_encode, Request, Response};
 use crate::limits::{Bucket, Limits};
+
+use super::factor::Factor;
 
 /// Issuer shown by authenticator apps, and the label prefix of the otpauth URI.
 const ISSUER: &str = "consoled";
 const RECOVERY_CODES: usize = 10;
-/// Recovery codes are 10 random bytes: 16 base32 characters, shown in groups of 4. 80 bits keep
-/// the unsalted SHA-256 we store out of reach of an offline search.
-const RECOVERY_CODE_CHARS: usize = 16;
 const WRONG_CODES_PER_SESSION: i32 = 5;
-
-/// A submitted code, told apart by its shape.
-#[derive(Debug, PartialEq, Eq)]
-enum Factor {
-    /// Six ASCII digits.
-    Totp(String),
-    /// A recovery code, normalised: lower case, no separators.
-    Recovery(String),
-}
-
-impl Factor {
-    /// Spaces and hyphens are ignored (apps show `123 456`, recovery codes are grouped) and
-    /// recovery codes are case-insensitive. Any other shape is 400 `invalid_input`.
-    fn parse(raw: &str) -> ApiResult<Factor> {
-        let malformed = || ApiError::invalid("code", "6 digits or a recovery code");
-        if raw.len() > 64 {
-            return Err(malformed());
-        }
-        let compact: String = raw
-            .chars()
-            .filter(|c| !matches!(c, ' ' | '-'))
-            .collect::<String>()
-            .to_ascii_lowercase();
-        if compact.len() == 6 && compact.bytes().all(|b| b.is_ascii_digit()) {
-            Ok(Factor::Totp(compact))
-        } else if compact.len() == RECOVERY_CODE_CHARS
-            && compact
-                .bytes()
-                .all(|b| matches!(b, b'a'..=b'z' | b'2'..=b'7'))
-        {
-            Ok(Factor::Recovery(compact))
-        } else {
-            Err(malformed())
-        }
-    }
-
-    fn from_body(req: &Request) -> ApiResult<Factor> {
-        Factor::parse(Fields::parse(&req.body)?.string("code")?)
-    }
-}
 
 /// `POST /auth/mfa/totp`: a valid TOTP or unused recovery code turns the pending session into a
 /// full one under a new token.
@@ -89,7 +49,7 @@ pub fn complete(app: &App, req: &Request) -> ApiResult<Reply> {
     }
     let secret = totp::secrets(&mut tx, session.user_id)?.enabled;
     let ok = match &secret {
-        Some(secret) => consume(&mut tx, session.user_id, secret, &factor)?,
+        Some(secret) => consume(app, &mut tx, session.user_id, secret, &factor)?,
         None => false,
     };
     if !ok {
@@ -136,7 +96,7 @@ pub fn setup(app: &App, req: &Request) -> ApiResult<Reply> {
     let user = users::find(&mut *c, session.user_id)?
         .ok_or_else(|| ApiError::internal("session of a deleted user"))?;
     let secret = crypto::random_bytes::<20>();
-    if !totp::offer(&mut *c, user.id, &secret)? {
+    if !totp::offer(&mut *c, user.id, &app.data_keys.seal_totp(user.id, &secret))? {
         return Err(already_enabled());
     }
     let secret = crypto::base32_encode(&secret);
@@ -173,7 +133,8 @@ pub fn enable(app: &App, req: &Request) -> ApiResult<Reply> {
     let offered = secrets
         .pending
         .ok_or_else(|| ApiError::invalid("code", "call /auth/mfa/totp/setup first"))?;
-    let enabled = match crypto::totp_match(&offered, &code, crypto::unix_now()) {
+    let secret = open(app, session.user_id, &offered)?;
+    let enabled = match crypto::totp_match(&secret, &code, crypto::unix_now()) {
         Some(step) => totp::enable(&mut tx, session.user_id, &offered, step)?,
         None => false,
     };
@@ -227,7 +188,7 @@ fn with_enabled_factor(
     let mut tx = c.transaction()?;
     check_cap(&mut tx, &app.config.limits, session.user_id)?;
     let secret = enabled_secret(&mut tx, session.user_id)?;
-    if !consume(&mut tx, session.user_id, &secret, &factor)? {
+    if !consume(app, &mut tx, session.user_id, &secret, &factor)? {
         return Err(wrong_code(tx, session.user_id));
     }
     let reply = act(&mut tx, &session)?;
@@ -235,21 +196,37 @@ fn with_enabled_factor(
     Ok((reply, session.user_id))
 }
 
-/// Checks a code against the enabled secret and consumes it inside `tx`: false when it is wrong,
-/// replayed or used.
+/// Checks a code against the enabled secret (as stored) and consumes it inside `tx`: false when
+/// it is wrong, replayed or used. Only a TOTP code needs the secret opened, so recovery codes
+/// still work when it cannot be (a lost data key).
 fn consume(
+    app: &App,
     tx: &mut impl Sql,
     user_id: i64,
-    secret: &[u8],
+    stored: &[u8],
     factor: &Factor,
-) -> Result<bool, postgres::Error> {
-    match factor {
-        Factor::Totp(code) => match crypto::totp_match(secret, code, crypto::unix_now()) {
-            Some(step) => totp::claim_step(tx, user_id, step),
-            None => Ok(false),
-        },
-        Factor::Recovery(code) => recovery_codes::consume(tx, user_id, &crypto::token_hash(code)),
-    }
+) -> ApiResult<bool> {
+    Ok(match factor {
+        Factor::Totp(code) => {
+            match crypto::totp_match(&open(app, user_id, stored)?, code, crypto::unix_now()) {
+                Some(step) => totp::claim_step(tx, user_id, step)?,
+                None => false,
+            }
+        }
+        Factor::Recovery(code) => recovery_codes::consume(tx, user_id, &crypto::token_hash(code))?,
+    })
+}
+
+/// A stored secret opened; a secret sealed under a key this process lacks is the operator's
+/// problem, not a wrong code: 503, logged, and not counted against the user.
+fn open(app: &App, user_id: i64, stored: &[u8]) -> ApiResult<Vec<u8>> {
+    app.data_keys.open_totp(user_id, stored).map_err(|e| {
+        log::error!("the TOTP secret of user_id={user_id} {e}");
+        ApiError::new(Code::Unavailable).message(
+            "Authenticator codes cannot be checked now (a server key is missing); use a \
+             recovery code, or try again later.",
+        )
+    })
 }
 
 fn cap_bucket(user_id: i64) -> Bucket<'static> {
@@ -339,36 +316,6 @@ fn notify_and_end_other_sessions(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn code_shapes() {
-        let totp = |s: &str| Factor::Totp(s.to_string());
-        let recovery = |s: &str| Factor::Recovery(s.to_string());
-        assert_eq!(Factor::parse("123456").unwrap(), totp("123456"));
-        assert_eq!(Factor::parse(" 123 456 ").unwrap(), totp("123456"));
-        assert_eq!(
-            Factor::parse("ABCD-efgh-2345-6777").unwrap(),
-            recovery("abcdefgh23456777")
-        );
-        assert_eq!(
-            Factor::parse("abcdefgh23456777").unwrap(),
-            recovery("abcdefgh23456777")
-        );
-        for bad in [
-            "",
-            "12345",
-            "1234567",
-            "12345a",
-            "١٢٣٤٥٦",
-            "abcd-efgh-2345-677",
-            "abcd-efgh-2345-6771",
-            "abcd-efgh-2345-67770",
-            &"1".repeat(100),
-        ] {
-            let e = Factor::parse(bad).unwrap_err();
-            assert_eq!(e.code, Code::InvalidInput, "{bad:?}");
-        }
-    }
 
     #[test]
     fn issued_codes_parse_back_to_their_stored_form() {

@@ -5,6 +5,7 @@
 pub mod audit;
 pub mod csrf;
 pub mod email;
+mod factor;
 pub mod login;
 pub mod mfa;
 pub mod oauth;
@@ -69,6 +70,18 @@ pub fn seen(app: &App, req: &Request) -> sessions::Seen {
         address: ip.map(|ip| ip.to_canonical().to_string()),
         agent: crate::http::user_agent::describe(req.header("user-agent")),
     }
+}
+
+/// Whether the session of `token` no longer exists (ended, expired, never was). A database error
+/// answers false: the caller then refuses, as it would without the question.
+pub fn session_ended(app: &App, token: &str) -> bool {
+    let Ok(mut c) = db::conn(&app.pool) else {
+        return false;
+    };
+    matches!(
+        sessions::find_valid(&mut *c, token, app.config.session_idle),
+        Ok(None)
+    )
 }
 
 /// The cookie's token if it has the shape of one of ours (saves a query for garbage).

@@ -96,6 +96,33 @@ pub const COMMANDS: &[Command] = &[
         )],
     },
     Command {
+        words: &["keys", "generate"],
+        synopsis: "consoled keys generate",
+        about: "Prints {\"key\", \"key_id\"}: 32 new random bytes in base64, for \
+                CONSOLED_DATA_KEY or CONSOLED_CSRF_KEY, and the id sealed secrets will name it \
+                by. Needs no database.",
+        options: &[],
+    },
+    Command {
+        words: &["keys", "rotate"],
+        synopsis: "consoled keys rotate",
+        about: "Seals every stored TOTP secret under CONSOLED_DATA_KEY, opening each with that \
+                key or one of CONSOLED_DATA_KEY_OLD, and prints {\"key_id\", \"resealed\", \
+                \"already_current\"}. Run it once every instance has the new key; then the old \
+                keys may be dropped. Fails, naming the users, when a secret opens with none of \
+                the keys.",
+        options: &[],
+    },
+    Command {
+        words: &["mfa", "reset"],
+        synopsis: "consoled mfa reset --email ADDRESS",
+        about: "Removes a user's second factor (TOTP secret and recovery codes), ends every \
+                session of the user and mails the owner, for a user who lost the authenticator \
+                and the recovery codes, or whose secret a lost data key sealed. Prints \
+                {\"user_id\", \"mfa_enabled\": false, \"sessions_ended\"}.",
+        options: &[("email", true, "the account's email address")],
+    },
+    Command {
         words: &["emit"],
         synopsis: "consoled emit --type TYPE --id N --op OP [--project P] [--org O]",
         about: "Announces a resource change through consoled_notify_change, as the console's \

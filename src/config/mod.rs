@@ -4,6 +4,7 @@
 //! password, OAuth client secrets, SMTP credentials) are redacted from `Debug`.
 
 mod env;
+pub mod keys;
 
 use std::collections::HashMap;
 use std::fmt;
@@ -102,6 +103,8 @@ pub struct Config {
     /// A kept-alive connection with nothing in flight closes after this long without a byte.
     pub keep_alive: Duration,
     pub demo: bool,
+    /// The data key(s) that seal TOTP secrets, and the CSRF key (`keys.rs`).
+    pub keys: keys::KeySettings,
     /// Test hook: `GET /__panic` panics inside a handler, to prove the worker survives.
     pub panic_route: bool,
 }
@@ -242,6 +245,7 @@ impl Config {
             header_timeout: env.seconds("CONSOLED_HEADER_TIMEOUT_SECONDS", 20.0, 0.05..=3600.0)?,
             keep_alive: env.seconds("CONSOLED_KEEPALIVE_SECONDS", 5.0, 0.05..=3600.0)?,
             demo: env.bool("CONSOLED_DEMO", false)?,
+            keys: keys::read(&env)?,
             panic_route: env.bool("CONSOLED_TEST_PANIC_ROUTE", false)?,
         };
         config.validate()?;

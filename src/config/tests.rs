@@ -108,3 +108,38 @@ fn origin_strips_path() {
     );
     assert_eq!(origin_of("http://127.0.0.1:8080"), "http://127.0.0.1:8080");
 }
+
+#[test]
+fn keys_are_32_bytes_of_base64_and_errors_never_echo_them() {
+    let db = ("DATABASE_URL", "postgres://a@b/c");
+    let key = "QUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUE=";
+    let c = Config::from_vars(vars(&[db, ("CONSOLED_DATA_KEY", key)])).unwrap();
+    assert_eq!(c.keys.data.unwrap().0, [b'A'; 32]);
+    // Unpadded and URL-safe forms are the same key.
+    let c = Config::from_vars(vars(&[
+        db,
+        ("CONSOLED_CSRF_KEY", key.trim_end_matches('=')),
+    ]));
+    assert_eq!(c.unwrap().keys.csrf.unwrap().0, [b'A'; 32]);
+    for (name, value) in [
+        ("CONSOLED_DATA_KEY", "c2hvcnQ="),
+        ("CONSOLED_DATA_KEY", "not base64 at all!"),
+        ("CONSOLED_CSRF_KEY", "c2hvcnQ="),
+    ] {
+        let err = Config::from_vars(vars(&[db, (name, value)])).unwrap_err();
+        assert!(
+            err.0.contains(name) && err.0.contains("32 random bytes"),
+            "{err}"
+        );
+        assert!(!err.0.contains(value), "{err}");
+    }
+    let old_only = ("CONSOLED_DATA_KEY_OLD", key);
+    let err = Config::from_vars(vars(&[db, old_only])).unwrap_err();
+    assert!(err.0.contains("CONSOLED_DATA_KEY is not"), "{err}");
+    let both = Config::from_vars(vars(&[db, ("CONSOLED_DATA_KEY", key), old_only])).unwrap();
+    assert_eq!(both.keys.data_old.len(), 1);
+    assert!(
+        !format!("{:?}", both.keys).contains("65"),
+        "Debug shows no key bytes"
+    );
+}

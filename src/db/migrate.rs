@@ -26,6 +26,11 @@ pub const MIGRATIONS: &[(i32, &str, &str)] = &[
         "0005_own_sessions.sql",
         include_str!("../../migrations/0005_own_sessions.sql"),
     ),
+    (
+        6,
+        "0006_server_keys.sql",
+        include_str!("../../migrations/0006_server_keys.sql"),
+    ),
 ];
 
 /// An arbitrary constant naming our lock in `pg_advisory_lock`.

@@ -280,11 +280,15 @@ impl Response {
 }
 
 /// A raw HTTP/1.1 client, one connection per request, with a cookie jar.
+#[derive(Clone)]
 pub struct Client {
     pub addr: SocketAddr,
     pub cookies: HashMap<String, String>,
     pub ip: String,
     pub extra_headers: Vec<(String, String)>,
+    /// The `svc_session` cookie the jar held when its `svc_csrf` cookie was last known good: the
+    /// token is bound to the session, so a session planted in the jar by hand needs a new one.
+    csrf_session: Option<String>,
 }
 
 impl Client {
@@ -294,6 +298,7 @@ impl Client {
             cookies: HashMap::new(),
             ip: unique_ip(),
             extra_headers: Vec::new(),
+            csrf_session: None,
         }
     }
 
@@ -335,6 +340,10 @@ impl Client {
                 }
             }
         }
+        // The server re-issues svc_csrf with every change of svc_session (after it in the head).
+        if response.set_cookie("svc_csrf").is_some() {
+            self.csrf_session = self.cookies.get("svc_session").cloned();
+        }
         response
     }
 
@@ -342,10 +351,13 @@ impl Client {
         self.send("GET", path, &[], b"")
     }
 
-    /// Makes sure the jar has a CSRF cookie.
+    /// Makes sure the jar has a CSRF cookie for the session it holds (asking GET /auth/csrf when
+    /// it has none, or when the session was put in the jar by hand).
     pub fn csrf(&mut self) -> String {
-        if !self.cookies.contains_key("svc_csrf") {
+        let session = self.cookies.get("svc_session").cloned();
+        if !self.cookies.contains_key("svc_csrf") || self.csrf_session != session {
             self.get("/auth/csrf").expect(204);
+            self.csrf_session = session;
         }
         self.cookies["svc_csrf"].clone()
     }
