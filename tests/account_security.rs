@@ -332,6 +332,19 @@ fn ending_one_session_ends_its_streams_and_another_user_s_id_is_not_found() {
     stranger.signup();
     delete(&mut stranger, &format!("/auth/sessions/{other_id}")).expect_error(404, "not_found");
     delete(&mut stranger, "/auth/sessions/not-an-id").expect_error(404, "not_found");
+    // The CSRF pair is bound to the session for DELETE as for POST: another browser's pair,
+    // planted in this one (cookie and header), is refused.
+    let foreign = stranger.csrf();
+    let mut planted = c.clone();
+    planted.cookies.insert("svc_csrf".into(), foreign.clone());
+    planted
+        .send(
+            "DELETE",
+            &format!("/auth/sessions/{other_id}"),
+            &[("X-CSRF-Token", &foreign)],
+            b"",
+        )
+        .expect_error(403, "csrf_invalid");
     other.get("/auth/session").expect(200);
 
     delete(&mut c, &format!("/auth/sessions/{other_id}")).expect(204);
