@@ -26,10 +26,13 @@ run: build
 	CONSOLED_COOKIE_SECURE=$${CONSOLED_COOKIE_SECURE:-false} \
 	CONSOLED_DEMO=$${CONSOLED_DEMO:-true} exec target/release/consoled serve
 
-# Everything: formatting, lints, unit and integration tests against a real PostgreSQL.
+# Everything: formatting, lints, unit and integration tests against a real PostgreSQL (and Debian's
+# nginx and HAProxy in front of the service, tests/proxy.rs: scripts/proxy-deps.sh installs them
+# as root).
 # Then the conformance run with a fixed seed (about 30 s; docs/CONFORMANCE.md), when python3 can
 # make a virtualenv; SKIP_CONFORMANCE=1 leaves it out.
 test: lint
+	@scripts/proxy-deps.sh
 	@url="$${DATABASE_URL:-$$(scripts/pg.sh start test $(TEST_PG_PORT))}"; \
 	DATABASE_URL="$$url" $(CARGO) test --locked --lib --bins --tests -- --test-threads=$${TEST_THREADS:-8} && \
 	if [ -n "$${SKIP_CONFORMANCE:-}" ]; then echo "conformance: skipped (SKIP_CONFORMANCE)"; \

@@ -83,6 +83,12 @@ full_page_writes = off
 log_min_messages = warning
 CONF
     fi
+    # One role must give its password (the first matching line wins; every other role is
+    # trusted): tests/cli.rs shows what a wrong password prints. Added to older clusters too.
+    if ! grep -q '^host all consoled_password ' "$data/pg_hba.conf"; then
+        as_owner sed -i '1i host all consoled_password 127.0.0.1/32 scram-sha-256' "$data/pg_hba.conf"
+        reload=yes
+    fi
     port=$(sed -n 's/^port = \([0-9]*\)$/\1/p' "$data/postgresql.conf" | tail -n 1)
     if ! as_owner "$bin/pg_ctl" -D "$data" status >/dev/null 2>&1; then
         # Another checkout's cluster may have taken our port since: move to the next free one.
@@ -92,6 +98,8 @@ CONF
             echo "port = $port" >>"$data/postgresql.conf"
         fi
         as_owner "$bin/pg_ctl" -D "$data" -l "$base/server.log" -w -t 60 -o "-p $port" start >/dev/null
+    elif [ "${reload:-}" = yes ]; then
+        as_owner "$bin/pg_ctl" -D "$data" reload >/dev/null
     fi
     url="postgres://postgres@127.0.0.1:$port/consoled"
     if ! as_owner psql -h 127.0.0.1 -p "$port" -U postgres -tAc "SELECT 1 FROM pg_database WHERE datname='consoled'" postgres | grep -q 1; then

@@ -1,7 +1,10 @@
-//! Command line: `serve` (default), `migrate`, `project create`, `token create|revoke`,
-//! `keys generate|rotate`, `mfa reset`, `emit`.
-//! Every command reads DATABASE_URL and prints JSON on stdout. The arguments are checked (and
-//! `--help` answered) before the configuration is read, so a typo never waits on a database.
+//! Command line: `serve` (default), `migrate`, `project create`, `token create|list|revoke`,
+//! `keys generate|rotate`, `mfa reset`, `emit`, `--version`. Every command reads DATABASE_URL and
+//! prints JSON on stdout. The arguments are checked (and `--help`, `--version` answered) before the
+//! configuration is read, so a typo never waits on a database. Only `serve` and `migrate` change
+//! the schema: the other commands refuse a database whose migrations are behind this binary, so
+//! that running a new binary's command during a rolling upgrade never migrates production as a
+//! side effect.
 
 mod commands;
 mod keys;
@@ -13,6 +16,7 @@ use serde_json::{json, Value};
 
 use crate::config::Config;
 use crate::db::{self, orgs, tokens};
+use crate::failure::Failure;
 
 pub use commands::{Command, CHANGE_OPS, CHANGE_TYPES, COMMANDS};
 
@@ -32,6 +36,12 @@ pub fn parse(args: &[String]) -> Result<Invocation, String> {
         .take_while(|a| !a.starts_with('-'))
         .collect();
     let rest = &args[words.len()..];
+    if rest.iter().any(|a| a == "--version" || a == "-V") {
+        return Ok(Invocation::Help(format!(
+            "consoled {}\n",
+            env!("CARGO_PKG_VERSION")
+        )));
+    }
     let wants_help = rest.iter().any(|a| a == "--help" || a == "-h");
     match words.as_slice() {
         [] if wants_help => return Ok(Invocation::Help(commands::overview())),
@@ -74,12 +84,12 @@ fn unknown_command(words: &[&str]) -> String {
     )
 }
 
-/// Runs a parsed command; `Ok(json)` is printed by main.
+/// Runs a parsed command; `Ok(json)` is printed by main, a failure exits with its status.
 pub fn run(
     config: &Config,
     command: &Command,
     flags: &HashMap<String, String>,
-) -> Result<Value, String> {
+) -> Result<Value, Failure> {
     match command.words {
         ["migrate"] => {
             let applied = crate::migrate(config, Duration::from_secs(30))?;
@@ -87,11 +97,12 @@ pub fn run(
         }
         ["project", "create"] => project_create(config, flags),
         ["token", "create"] => token_create(config, flags),
+        ["token", "list"] => token_list(config, flags),
         ["token", "revoke"] => token_revoke(config, flags),
         ["keys", "rotate"] => crate::keys::reseal::rotate(config),
         ["mfa", "reset"] => keys::mfa_reset(config, flags),
         ["emit"] => emit(config, flags),
-        _ => Err(unknown_command(command.words)),
+        _ => Err(unknown_command(command.words).into()),
     }
 }
 
@@ -173,12 +184,22 @@ fn opt_id_flag(flags: &HashMap<String, String>, name: &str) -> Result<Option<i64
     flags.get(name).map(|_| id_flag(flags, name)).transpose()
 }
 
-pub(crate) fn connect(config: &Config) -> Result<postgres::Client, String> {
-    crate::migrate(config, Duration::from_secs(5))?;
-    db::connect(config, "consoled-cli")
+/// A connection to a database whose schema this binary knows; never migrates.
+pub(crate) fn connect(config: &Config) -> Result<postgres::Client, Failure> {
+    let mut c = db::try_connect(config, "consoled-cli")?;
+    let pending =
+        db::migrate::pending(&mut c).map_err(|e| Failure::from(db::reach::describe(&e)))?;
+    if !pending.is_empty() {
+        return Err(Failure::from(format!(
+            "the database schema is out of date: migrations {pending:?} of this binary are not \
+             applied; run `consoled migrate` (with this binary) first, or use the binary that \
+             matches the database (only `consoled serve` and `consoled migrate` apply migrations)"
+        )));
+    }
+    Ok(c)
 }
 
-fn project_create(config: &Config, flags: &HashMap<String, String>) -> Result<Value, String> {
+fn project_create(config: &Config, flags: &HashMap<String, String>) -> Result<Value, Failure> {
     let org_id = id_flag(flags, "org")?;
     let name = flags
         .get("name")
@@ -187,7 +208,7 @@ fn project_create(config: &Config, flags: &HashMap<String, String>) -> Result<Va
     let name = name.ok_or("--name is required (1 to 100 characters)")?;
     let mut c = connect(config)?;
     if !orgs::org_exists(&mut c, org_id).map_err(|e| e.to_string())? {
-        return Err(format!("organization {org_id} does not exist"));
+        return Err(format!("organization {org_id} does not exist").into());
     }
     let project = orgs::create_project(&mut c, org_id, name)
         .map_err(|e| e.to_string())?
@@ -195,7 +216,7 @@ fn project_create(config: &Config, flags: &HashMap<String, String>) -> Result<Va
     Ok(json!({ "id": project.id, "org_id": project.org_id, "name": project.name }))
 }
 
-fn token_create(config: &Config, flags: &HashMap<String, String>) -> Result<Value, String> {
+fn token_create(config: &Config, flags: &HashMap<String, String>) -> Result<Value, Failure> {
     let project_id = id_flag(flags, "project")?;
     let name = flags.get("name").map(String::as_str).unwrap_or("");
     let mut c = connect(config)?;
@@ -203,22 +224,37 @@ fn token_create(config: &Config, flags: &HashMap<String, String>) -> Result<Valu
         .map_err(|e| e.to_string())?
         .is_none()
     {
-        return Err(format!("project {project_id} does not exist"));
+        return Err(format!("project {project_id} does not exist").into());
     }
     let (id, token) = tokens::create(&mut c, project_id, name).map_err(|e| e.to_string())?;
     Ok(json!({ "id": id, "project_id": project_id, "token": token }))
 }
 
-fn token_revoke(config: &Config, flags: &HashMap<String, String>) -> Result<Value, String> {
+/// Every token of a project with its name, id and times; never a secret (only hashes are
+/// stored, and those are not shown either).
+fn token_list(config: &Config, flags: &HashMap<String, String>) -> Result<Value, Failure> {
+    let project_id = id_flag(flags, "project")?;
+    let mut c = connect(config)?;
+    if orgs::find_project(&mut c, project_id)
+        .map_err(|e| e.to_string())?
+        .is_none()
+    {
+        return Err(format!("project {project_id} does not exist").into());
+    }
+    let list = tokens::list(&mut c, project_id).map_err(|e| db::reach::describe(&e))?;
+    Ok(json!({ "project_id": project_id, "tokens": list }))
+}
+
+fn token_revoke(config: &Config, flags: &HashMap<String, String>) -> Result<Value, Failure> {
     let id = id_flag(flags, "id")?;
     let mut c = connect(config)?;
     if !tokens::revoke(&mut c, id).map_err(|e| e.to_string())? {
-        return Err(format!("no live token with id {id}"));
+        return Err(format!("no live token with id {id}").into());
     }
     Ok(json!({ "id": id, "revoked": true }))
 }
 
-fn emit(config: &Config, flags: &HashMap<String, String>) -> Result<Value, String> {
+fn emit(config: &Config, flags: &HashMap<String, String>) -> Result<Value, Failure> {
     let kind = flags.get("type").ok_or("--type is required")?;
     let op = flags.get("op").ok_or("--op is required")?;
     let id = id_flag(flags, "id")?;

@@ -12,6 +12,7 @@ pub mod db;
 pub mod demo;
 pub mod error;
 pub mod events;
+pub mod failure;
 pub mod hashing;
 pub mod http;
 pub mod keys;
@@ -33,6 +34,7 @@ use std::time::{Duration, Instant};
 
 use app::App;
 use config::Config;
+use failure::Failure;
 
 /// A running service: HTTP server plus background threads.
 pub struct Service {
@@ -58,17 +60,35 @@ impl Service {
     }
 }
 
-/// Applies migrations, waiting up to `wait` for the database to accept connections.
-pub fn migrate(config: &Config, wait: Duration) -> Result<Vec<i32>, String> {
+/// Applies migrations, waiting up to `wait` for the database to accept connections. A failure
+/// that waiting cannot mend (a refused password, no such database) ends it at once; each
+/// different failure is logged once, when it first happens.
+pub fn migrate(config: &Config, wait: Duration) -> Result<Vec<i32>, Failure> {
     let deadline = Instant::now() + wait;
+    let mut last: Option<String> = None;
     loop {
-        match db::connect(config, "consoled-migrate") {
+        match db::try_connect(config, "consoled-migrate") {
             Ok(mut client) => {
-                return db::migrate::run(&mut client).map_err(|e| format!("migration failed: {e}"));
+                if last.is_some() {
+                    log::info!("the database answers now");
+                }
+                return db::migrate::run(&mut client).map_err(|e| {
+                    Failure::from(format!("migration failed: {}", db::reach::describe(&e)))
+                });
             }
-            Err(e) if Instant::now() >= deadline => return Err(e),
+            Err(e) if !e.retry => return Err(e.into()),
+            Err(e) if Instant::now() >= deadline => {
+                return Err(Failure::from(format!(
+                    "{}; gave up after {} s",
+                    e.message,
+                    wait.as_secs()
+                )))
+            }
             Err(e) => {
-                log::warn!("{e}; retrying");
+                if last.as_deref() != Some(e.message.as_str()) {
+                    log::warn!("{}; retrying for up to {} s", e.message, wait.as_secs());
+                }
+                last = Some(e.message);
                 thread::sleep(Duration::from_secs(1));
             }
         }
@@ -76,18 +96,19 @@ pub fn migrate(config: &Config, wait: Duration) -> Result<Vec<i32>, String> {
 }
 
 /// Migrates, builds the application and starts serving on `config.listen`.
-pub fn serve(config: Config) -> Result<Service, String> {
+pub fn serve(config: Config) -> Result<Service, Failure> {
     let listener = server::bind(config.listen, config.read_timeout)
         .map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;
     serve_on(config, listener)
 }
 
 /// Like `serve`, on a listener the caller bound (tests bind port 0).
-pub fn serve_on(config: Config, listener: std::net::TcpListener) -> Result<Service, String> {
+pub fn serve_on(config: Config, listener: std::net::TcpListener) -> Result<Service, Failure> {
+    // The mail settings are configuration, checked before waiting on the database.
+    let mailer = mail::Mailer::from_config(&config).map_err(Failure::config)?;
     migrate(&config, Duration::from_secs(30))?;
     let (data_keys, csrf_key) = keys::reseal::prepare(&config)?;
     let pool = db::pool(&config)?;
-    let mailer = mail::Mailer::from_config(&config)?;
     let origins = config.origins().to_vec();
     let capacity = capacity::Capacity::derive(&config);
     // The common-password set is built here, not by the first sign-up that needs it.

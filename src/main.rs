@@ -6,28 +6,32 @@ use std::time::Duration;
 
 use consoled::cli::Invocation;
 use consoled::config::Config;
+use consoled::failure::Failure;
 
 fn main() {
     consoled::logging::init();
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let invocation = consoled::cli::parse(&args).unwrap_or_else(|e| fail(&e));
+    let invocation = consoled::cli::parse(&args).unwrap_or_else(|e| fail(e.into()));
     if let Invocation::Help(text) = invocation {
         print!("{text}");
         return;
     }
-    let config = Config::from_env().unwrap_or_else(|e| fail(&e.to_string()));
+    // A refused setting is a configuration error: its own exit status, which the systemd unit
+    // does not restart on (contrib/consoled.service).
+    let config = Config::from_env().unwrap_or_else(|e| fail(Failure::config(e.to_string())));
     if let Invocation::Run(command, flags) = invocation {
         match consoled::cli::run(&config, command, &flags) {
             Ok(out) => println!("{out}"),
-            Err(e) => fail(&e),
+            Err(e) => fail(e),
         }
         return;
     }
     let stop = Arc::new(AtomicBool::new(false));
     for signal in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
-        signal_hook::flag::register(signal, stop.clone()).unwrap_or_else(|e| fail(&e.to_string()));
+        signal_hook::flag::register(signal, stop.clone())
+            .unwrap_or_else(|e| fail(e.to_string().into()));
     }
-    let service = consoled::serve(config).unwrap_or_else(|e| fail(&e));
+    let service = consoled::serve(config).unwrap_or_else(|e| fail(e));
     while !stop.load(Ordering::SeqCst) {
         std::thread::sleep(Duration::from_millis(100));
     }
@@ -36,7 +40,9 @@ fn main() {
     log::info!("stopped");
 }
 
-fn fail(message: &str) -> ! {
-    eprintln!("consoled: {message}");
-    std::process::exit(1);
+/// Says why on stderr and exits with the failure's status (1, or `EXIT_CONFIG` for a
+/// configuration error).
+fn fail(failure: Failure) -> ! {
+    eprintln!("consoled: {failure}");
+    std::process::exit(failure.exit_code);
 }

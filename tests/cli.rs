@@ -22,7 +22,7 @@ fn without_database_url_it_says_how_to_get_one() {
         .env_remove("DATABASE_URL")
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(consoled::failure::EXIT_CONFIG));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
         err.contains("DATABASE_URL") && err.contains("make run"),
@@ -30,6 +30,9 @@ fn without_database_url_it_says_how_to_get_one() {
     );
 }
 
+/// A refused setting is a configuration error: exit status 78 (`EX_CONFIG`), which
+/// `contrib/consoled.service` lists in `RestartPreventExitStatus`, and the message names the
+/// variable, the value and the form expected.
 #[test]
 fn a_bad_setting_is_named_at_start_up() {
     let out = Command::new(env!("CARGO_BIN_EXE_consoled"))
@@ -37,8 +40,18 @@ fn a_bad_setting_is_named_at_start_up() {
         .env("CONSOLED_WORKERS", "many")
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("CONSOLED_WORKERS"));
+    assert_eq!(out.status.code(), Some(consoled::failure::EXIT_CONFIG));
+    assert_eq!(consoled::failure::EXIT_CONFIG, 78);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("CONSOLED_WORKERS=\"many\"") && err.contains("expected a whole number"),
+        "{err}"
+    );
+    let unit = include_str!("../contrib/consoled.service");
+    assert!(
+        unit.lines().any(|l| l == "RestartPreventExitStatus=78"),
+        "the systemd unit must not restart on a configuration error"
+    );
 }
 
 #[test]
@@ -247,6 +260,9 @@ fn an_unknown_type_or_op_lists_the_allowed_values_before_touching_the_database()
 
 #[test]
 fn every_type_is_accepted_by_emit() {
+    // Only serve and migrate apply migrations; this binary's database may be fresh.
+    let out = consoled(&database_url(), &["migrate"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
     for t in TYPES {
         let out = consoled(
             &database_url(),
@@ -278,11 +294,12 @@ fn a_misspelt_option_is_refused_not_ignored() {
 }
 
 /// Each command with the options its help must describe.
-const COMMANDS: [(&[&str], &[&str]); 6] = [
+const COMMANDS: [(&[&str], &[&str]); 7] = [
     (&["serve"], &[]),
     (&["migrate"], &[]),
     (&["project", "create"], &["--org", "--name"]),
     (&["token", "create"], &["--project", "--name"]),
+    (&["token", "list"], &["--project"]),
     (&["token", "revoke"], &["--id"]),
     (&["emit"], &["--type", "--id", "--op", "--project", "--org"]),
 ];
@@ -322,5 +339,17 @@ fn help_is_complete_and_needs_no_database() {
     let emit = text(&bare(&["emit", "--help"]).stdout);
     for t in TYPES.iter().chain(&["insert", "update", "delete"]) {
         assert!(emit.contains(t), "{t}");
+    }
+}
+
+#[test]
+fn version_needs_no_database() {
+    for args in [&["--version"][..], &["-V"], &["serve", "--version"]] {
+        let out = bare(args);
+        assert!(out.status.success(), "{args:?}: {}", text(&out.stderr));
+        assert_eq!(
+            text(&out.stdout),
+            format!("consoled {}\n", env!("CARGO_PKG_VERSION"))
+        );
     }
 }

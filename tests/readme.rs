@@ -140,3 +140,82 @@ fn make_run_takes_the_port_in_one_place() {
     assert!(env.contains("CONSOLED_MAIL_LOG_LINKS=false\n"), "{env}");
     assert!(!env.contains("hunter2"), "{env}");
 }
+
+/// A newcomer reads, in this order: what to install, the two commands, the curl session (run from
+/// the repository root) and the demo page; the operator's guide is docs/OPERATIONS.md.
+#[test]
+fn the_readme_opens_with_what_a_newcomer_needs() {
+    let readme = include_str!("../README.md");
+    let headings: Vec<&str> = readme.lines().filter(|l| l.starts_with("## ")).collect();
+    assert_eq!(
+        headings[..4],
+        [
+            "## Prerequisites",
+            "## Two commands",
+            "## A session with curl",
+            "## The demo page"
+        ],
+        "{headings:?}"
+    );
+    let curl = &readme[readme.find(HEADING).unwrap()..];
+    assert!(
+        curl[..curl.find("```sh").unwrap()].contains("at the root of\nthis repository"),
+        "the curl session must say where it runs"
+    );
+    assert!(readme.contains("`docs/OPERATIONS.md`"));
+    let ops = include_str!("../docs/OPERATIONS.md");
+    for section in [
+        "## Reverse proxy",
+        "## Several instances",
+        "## systemd",
+        "## Upgrading",
+        "## Backups",
+        "## Command-line tools",
+        "## Start-up errors",
+        "## Health and metrics",
+    ] {
+        assert!(ops.contains(&format!("\n{section}\n")), "{section}");
+    }
+}
+
+/// Every repository path the operator's guide and the contrib examples name exists (nginx.conf
+/// once pointed at a docs/OPERATIONS.md that did not).
+#[test]
+fn the_operators_files_name_only_files_that_exist() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let texts = [
+        ("docs/OPERATIONS.md", include_str!("../docs/OPERATIONS.md")),
+        ("contrib/nginx.conf", include_str!("../contrib/nginx.conf")),
+        (
+            "contrib/haproxy.cfg",
+            include_str!("../contrib/haproxy.cfg"),
+        ),
+        (
+            "contrib/consoled.env",
+            include_str!("../contrib/consoled.env"),
+        ),
+        (
+            "contrib/consoled.service",
+            include_str!("../contrib/consoled.service"),
+        ),
+    ];
+    let mut named = 0;
+    for (file, text) in texts {
+        for word in text.split(|c: char| c.is_whitespace() || "`(),\"'".contains(c)) {
+            let word = word.trim_end_matches(['.', ':', ';']);
+            let ours = [
+                "docs/", "contrib/", "tests/", "src/", "scripts/", "benches/",
+            ]
+            .iter()
+            .any(|d| word.starts_with(d));
+            if ours && !word.contains('*') {
+                named += 1;
+                assert!(
+                    root.join(word).exists(),
+                    "{file} names {word}, which does not exist"
+                );
+            }
+        }
+    }
+    assert!(named > 10, "only {named} paths found");
+}

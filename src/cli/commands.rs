@@ -85,6 +85,16 @@ pub const COMMANDS: &[Command] = &[
         ],
     },
     Command {
+        words: &["token", "list"],
+        synopsis: "consoled token list --project ID",
+        about: "Lists a project's API tokens, oldest first, and prints {\"project_id\", \
+                \"tokens\": [{\"id\", \"name\", \"created_at\", \"last_used_at\", \
+                \"revoked_at\"}]} (times in UTC, RFC 3339; last use to the minute, null if never \
+                used; revoked_at null while live). Never a secret: only hashes are stored, and \
+                those are not shown either. The id is what token revoke takes.",
+        options: &[("project", true, "the project's id")],
+    },
+    Command {
         words: &["token", "revoke"],
         synopsis: "consoled token revoke --id ID",
         about: "Revokes an API token and prints {\"id\", \"revoked\": true}; the token's open \
@@ -92,7 +102,7 @@ pub const COMMANDS: &[Command] = &[
         options: &[(
             "id",
             true,
-            "the token's id (the \"id\" printed by token create)",
+            "the token's id (the \"id\" printed by token create and token list)",
         )],
     },
     Command {
@@ -160,11 +170,15 @@ pub fn overview() -> String {
         out.push_str(&format!("  {}\n      {}.\n", c.synopsis, wrap(first, 6)));
     }
     out.push_str(
-        "  consoled help [COMMAND]    (or COMMAND --help) what a command does and its options\n\n\
+        "  consoled help [COMMAND]    (or COMMAND --help) what a command does and its options\n\
+         \x20 consoled --version         the version\n\n\
          Every command reads DATABASE_URL (a PostgreSQL URL; `make run` starts a database and \
-         prints it)\nand applies pending migrations first. Commands other than serve print one \
-         JSON object on stdout;\non failure every command prints `consoled: REASON` on stderr \
-         and exits 1. RUST_LOG sets the log\nfilter (default: info; logs go to stderr).\n",
+         prints it).\nOnly serve and migrate apply pending migrations; the other commands \
+         refuse an out-of-date schema\n(run `consoled migrate`). Commands other than serve \
+         print one JSON object on stdout; on failure\nevery command prints `consoled: REASON` \
+         on stderr and exits 1, or 78 for a configuration error\n(a setting refused, \
+         DATABASE_URL not a PostgreSQL URL, the database refusing the user or\npassword, no \
+         such database). RUST_LOG sets the log filter (default: info; logs go to stderr).\n",
     );
     out
 }

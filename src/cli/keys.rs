@@ -6,6 +6,7 @@ use serde_json::{json, Value};
 
 use crate::config::Config;
 use crate::db::{outbox, recovery_codes, sessions, totp, users};
+use crate::failure::Failure;
 use crate::http::json::Email;
 
 pub fn generate() -> Value {
@@ -21,7 +22,7 @@ pub fn generate() -> Value {
 
 /// Removes the user's second factor in one transaction with the end of every session (and so of
 /// the user's event streams) and the `mfa_disabled` mail the owner gets when it happens.
-pub fn mfa_reset(config: &Config, flags: &HashMap<String, String>) -> Result<Value, String> {
+pub fn mfa_reset(config: &Config, flags: &HashMap<String, String>) -> Result<Value, Failure> {
     let raw = flags.get("email").map_or("", String::as_str);
     let email =
         Email::parse(raw).map_err(|_| format!("--email {raw:?} is not an email address"))?;

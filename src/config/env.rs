@@ -1,9 +1,11 @@
-//! Reading environment variables: set and non-empty, parsed, ranges checked, errors named.
+//! Reading environment variables: set and non-empty, parsed, ranges checked, and every refusal
+//! naming the variable, the value and the form expected. Also the forms of their own: public
+//! URLs, the trusted proxies' addresses and ranges, and DATABASE_URL.
 
 use std::collections::HashMap;
 use std::time::Duration;
 
-use super::ConfigError;
+use super::{redact_url, ConfigError};
 
 pub(super) struct Env(pub(super) HashMap<String, String>);
 
@@ -20,10 +22,7 @@ impl Env {
     ) -> Result<T, ConfigError> {
         match self.get(name) {
             None => Ok(default),
-            Some(v) => v
-                .trim()
-                .parse()
-                .map_err(|_| ConfigError(format!("{name}: cannot parse {v:?}"))),
+            Some(v) => v.trim().parse().map_err(|_| invalid(name, &v, form::<T>())),
         }
     }
 
@@ -33,11 +32,7 @@ impl Env {
         name: &str,
     ) -> Result<Option<T>, ConfigError> {
         self.get(name)
-            .map(|v| {
-                v.trim()
-                    .parse()
-                    .map_err(|_| ConfigError(format!("{name}: cannot parse {v:?}")))
-            })
+            .map(|v| v.trim().parse().map_err(|_| invalid(name, &v, form::<T>())))
             .transpose()
     }
 
@@ -51,11 +46,12 @@ impl Env {
     ) -> Result<Duration, ConfigError> {
         let secs: f64 = self.parse(name, default)?;
         if !range.contains(&secs) {
-            return Err(ConfigError(format!(
-                "{name} must be between {} and {}",
-                range.start(),
-                range.end()
-            )));
+            let value = self.get(name).unwrap_or_default();
+            return Err(invalid(
+                name,
+                &value,
+                &format!("seconds from {} to {}", range.start(), range.end()),
+            ));
         }
         Ok(Duration::from_secs_f64(secs))
     }
@@ -65,9 +61,83 @@ impl Env {
             None => Ok(default),
             Some(v) if ["1", "true", "yes", "on"].contains(&v.as_str()) => Ok(true),
             Some(v) if ["0", "false", "no", "off"].contains(&v.as_str()) => Ok(false),
-            Some(v) => Err(ConfigError(format!(
-                "{name}: expected true or false, got {v:?}"
-            ))),
+            Some(v) => Err(invalid(
+                name,
+                &v,
+                "true or false (also 1/0, yes/no, on/off)",
+            )),
         }
     }
+}
+
+/// The one shape of every refused value: the variable, the value, and the form expected.
+pub(super) fn invalid(name: &str, value: &str, expected: &str) -> ConfigError {
+    ConfigError(format!(
+        "{name}={value:?} is not valid: expected {expected}"
+    ))
+}
+
+/// The form of a value of type `T`, in words.
+fn form<T>() -> &'static str {
+    match std::any::type_name::<T>() {
+        "usize" | "u32" | "u64" | "i64" => "a whole number such as 16",
+        "f64" => "a number such as 0.25",
+        "core::net::socket_addr::SocketAddr" | "std::net::SocketAddr" => {
+            "an address and port such as 127.0.0.1:8080 or [::1]:8080"
+        }
+        _ => "a value of the form README, \"Configuration\", gives",
+    }
+}
+
+pub(super) fn url_var(env: &Env, name: &str, default: &str) -> Result<String, ConfigError> {
+    let value = env.get(name).unwrap_or_else(|| default.to_string());
+    if !(value.starts_with("http://") || value.starts_with("https://")) {
+        return Err(invalid(
+            name,
+            &value,
+            "an http:// or https:// URL such as https://console.example.com",
+        ));
+    }
+    Ok(value.trim_end_matches('/').to_string())
+}
+
+/// Comma-separated addresses and ranges: `127.0.0.1, 10.0.0.0/8, 2001:db8::/32`.
+pub(super) fn parse_nets(list: &str) -> Result<Vec<crate::http::net::Net>, ConfigError> {
+    list.split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(|s| {
+            s.parse().map_err(|e: crate::http::net::BadNet| {
+                invalid(
+                    "CONSOLED_TRUSTED_PROXIES",
+                    list,
+                    &format!(
+                        "comma-separated IP addresses or CIDR ranges such as \
+                         127.0.0.1,10.0.0.0/8,fd00::/8 ({s:?}: {})",
+                        e.0
+                    ),
+                )
+            })
+        })
+        .collect()
+}
+
+/// DATABASE_URL must be a connection string the PostgreSQL client reads, checked before any
+/// attempt to connect (a typo would otherwise be retried as if the database were away). The
+/// value is shown with its password hidden, or not at all when it may hold one unmarked.
+pub(super) fn check_database_url(url: &str) -> Result<(), ConfigError> {
+    let Err(e) = url.parse::<postgres::Config>() else {
+        return Ok(());
+    };
+    let shown = if url.contains("://") {
+        format!("DATABASE_URL={:?}", redact_url(url))
+    } else if url.to_ascii_lowercase().contains("password") {
+        "DATABASE_URL (value not shown: it may hold a password)".to_string()
+    } else {
+        format!("DATABASE_URL={url:?}")
+    };
+    Err(ConfigError(format!(
+        "{shown} is not valid: expected a PostgreSQL URL such as \
+         postgres://user:password@127.0.0.1:5432/consoled ({e})"
+    )))
 }

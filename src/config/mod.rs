@@ -3,16 +3,17 @@
 //! Every variable has a default that works on a laptop except `DATABASE_URL`. Secrets (database
 //! password, OAuth client secrets, SMTP credentials) are redacted from `Debug`.
 
+pub mod checks;
 mod env;
 pub mod keys;
 
 use std::collections::HashMap;
 use std::fmt;
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use env::Env;
+use env::{check_database_url, invalid, parse_nets, url_var, Env};
 
 /// OAuth client settings and endpoints of one identity provider.
 #[derive(Clone)]
@@ -139,14 +140,15 @@ impl fmt::Debug for Config {
     }
 }
 
-/// Hides the password of `scheme://user:password@host/...`.
+/// Hides the password of `scheme://user:password@host/...`, even one with an unencoded `/` (the
+/// user information ends at the last `@` before the query).
 pub fn redact_url(url: &str) -> String {
     let Some(scheme_end) = url.find("://") else {
         return url.to_string();
     };
     let rest = &url[scheme_end + 3..];
-    let authority_end = rest.find('/').unwrap_or(rest.len());
-    match rest[..authority_end].rfind('@') {
+    let before_query = rest.find('?').unwrap_or(rest.len());
+    match rest[..before_query].rfind('@') {
         Some(at) => match rest[..at].find(':') {
             Some(colon) => format!(
                 "{}{}:<redacted>{}",
@@ -176,9 +178,19 @@ pub const DATABASE_URL_HELP: &str = "DATABASE_URL is not set. Point it at a Post
      which starts a private PostgreSQL cluster under the project folder and sets it for you.";
 
 impl Config {
-    /// Reads the process environment.
+    /// Reads the process environment; first says what in it cannot mean what was meant
+    /// (`checks`): unknown `CONSOLED_*` names, an unusable `RUST_LOG`.
     pub fn from_env() -> Result<Config, ConfigError> {
-        Config::from_vars(std::env::vars().collect())
+        let vars: HashMap<String, String> = std::env::vars().collect();
+        for warning in checks::warnings(&vars) {
+            // A RUST_LOG that turns the log off must still be heard.
+            if log::log_enabled!(log::Level::Warn) {
+                log::warn!("{warning}");
+            } else {
+                eprintln!("consoled: warning: {warning}");
+            }
+        }
+        Config::from_vars(vars)
     }
 
     /// Parses a set of variables; used by `from_env` and by tests that vary the configuration.
@@ -187,6 +199,7 @@ impl Config {
         let database_url = env
             .get("DATABASE_URL")
             .ok_or_else(|| ConfigError(DATABASE_URL_HELP.into()))?;
+        check_database_url(&database_url)?;
         let listen = env.parse("CONSOLED_LISTEN", "127.0.0.1:8080".parse().unwrap())?;
         let base_url = url_var(&env, "CONSOLED_BASE_URL", "http://127.0.0.1:8080")?;
         let console_url = url_var(&env, "CONSOLED_CONSOLE_URL", &base_url)?;
@@ -219,7 +232,7 @@ impl Config {
             mfa_pending: secs(env.parse("CONSOLED_MFA_PENDING_SECONDS", 600)?),
             reauth: secs(env.parse("CONSOLED_REAUTH_SECONDS", 300)?),
             client_source: crate::http::client::Source {
-                trusted_proxies: parse_ips(
+                trusted_proxies: parse_nets(
                     &env.get("CONSOLED_TRUSTED_PROXIES").unwrap_or_default(),
                 )?,
                 header: env
@@ -265,16 +278,26 @@ impl Config {
         ];
         for (name, value) in positive {
             if value == 0 {
-                return Err(ConfigError(format!("{name} must be at least 1")));
+                return Err(invalid(name, "0", "a whole number of at least 1"));
             }
         }
         if !(self.client_share > 0.0 && self.client_share <= 1.0) {
-            return Err(ConfigError(
-                "CONSOLED_CLIENT_SHARE must be above 0 and at most 1".into(),
+            return Err(invalid(
+                "CONSOLED_CLIENT_SHARE",
+                &self.client_share.to_string(),
+                "a number above 0 and at most 1, such as 0.25",
             ));
         }
         if let Some(name) = self.limits.invalid() {
-            return Err(ConfigError(format!("{name} must be at least 1")));
+            let kind = crate::limits::Kind::ALL
+                .into_iter()
+                .find(|k| k.rule().setting == Some(name));
+            let value = kind.map_or(0, |k| self.limits.limit(k));
+            return Err(invalid(
+                name,
+                &value.to_string(),
+                "a whole number of at least 1",
+            ));
         }
         if self
             .client_source
@@ -282,12 +305,18 @@ impl Config {
             .parse::<tiny_http::HeaderField>()
             .is_err()
         {
-            return Err(ConfigError(
-                "CONSOLED_CLIENT_IP_HEADER is not a header name".into(),
+            return Err(invalid(
+                "CONSOLED_CLIENT_IP_HEADER",
+                &self.client_source.header,
+                "a header name such as X-Real-IP or X-Forwarded-For",
             ));
         }
         if self.ping_interval < Duration::from_millis(10) {
-            return Err(ConfigError("CONSOLED_PING_SECONDS is too small".into()));
+            return Err(invalid(
+                "CONSOLED_PING_SECONDS",
+                &self.ping_interval.as_secs_f64().to_string(),
+                "seconds from 0.01",
+            ));
         }
         if self.mail_log_links && self.smtp_url.is_some() {
             return Err(ConfigError(
@@ -296,8 +325,17 @@ impl Config {
                     .into(),
             ));
         }
-        if self.session_idle.is_zero() || self.session_max.is_zero() {
-            return Err(ConfigError("session lifetimes must be positive".into()));
+        for (name, value) in [
+            ("CONSOLED_SESSION_IDLE_SECONDS", self.session_idle),
+            ("CONSOLED_SESSION_MAX_SECONDS", self.session_max),
+        ] {
+            if value.is_zero() {
+                return Err(invalid(
+                    name,
+                    "0",
+                    "a whole number of seconds of at least 1",
+                ));
+            }
         }
         Ok(())
     }
@@ -348,30 +386,6 @@ fn provider(env: &Env, name: &str, defaults: [&str; 3]) -> Option<ProviderConfig
             .trim_end_matches('/')
             .to_string(),
     })
-}
-
-fn url_var(env: &Env, name: &str, default: &str) -> Result<String, ConfigError> {
-    let value = env.get(name).unwrap_or_else(|| default.to_string());
-    if !(value.starts_with("http://") || value.starts_with("https://")) {
-        return Err(ConfigError(format!(
-            "{name} must be an http:// or https:// URL, got {value:?}"
-        )));
-    }
-    Ok(value.trim_end_matches('/').to_string())
-}
-
-fn parse_ips(list: &str) -> Result<Vec<IpAddr>, ConfigError> {
-    list.split(',')
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .map(|s| {
-            s.parse().map_err(|_| {
-                ConfigError(format!(
-                    "CONSOLED_TRUSTED_PROXIES: {s:?} is not an IP address"
-                ))
-            })
-        })
-        .collect()
 }
 
 #[cfg(test)]

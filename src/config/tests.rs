@@ -143,3 +143,120 @@ fn keys_are_32_bytes_of_base64_and_errors_never_echo_them() {
         "Debug shows no key bytes"
     );
 }
+
+/// Every refusal names the variable, the value as given, and the form expected.
+#[test]
+fn every_parse_error_names_variable_value_and_form() {
+    let base = ("DATABASE_URL", "postgres://a@b/c");
+    for (name, value, form) in [
+        ("CONSOLED_WORKERS", "many", "a whole number"),
+        ("CONSOLED_WORKERS", "0", "at least 1"),
+        ("CONSOLED_WORKERS", "-3", "a whole number"),
+        ("CONSOLED_MAX_CONNECTIONS", "lots", "a whole number"),
+        ("CONSOLED_LISTEN", "8080", "an address and port"),
+        ("CONSOLED_CLIENT_SHARE", "half", "a number"),
+        ("CONSOLED_CLIENT_SHARE", "1.5", "above 0 and at most 1"),
+        ("CONSOLED_PING_SECONDS", "-1", "seconds from 0.01 to 3600"),
+        ("CONSOLED_KEEPALIVE_SECONDS", "forever", "a number"),
+        ("CONSOLED_COOKIE_SECURE", "maybe", "true or false"),
+        (
+            "CONSOLED_BASE_URL",
+            "console.example.com",
+            "an http:// or https:// URL",
+        ),
+        ("CONSOLED_CLIENT_IP_HEADER", "x real ip", "a header name"),
+        ("CONSOLED_SESSION_IDLE_SECONDS", "0", "at least 1"),
+        ("CONSOLED_LOGIN_FAILURES_PER_CLIENT", "0", "at least 1"),
+        ("CONSOLED_SIGNUPS_PER_CLIENT", "ten", "a whole number"),
+        (
+            "CONSOLED_TRUSTED_PROXIES",
+            "10.0.0.1, 10.0.0.0/33",
+            "CIDR ranges",
+        ),
+        (
+            "CONSOLED_TRUSTED_PROXIES",
+            "proxy.internal",
+            "not an IP address or range",
+        ),
+        ("CONSOLED_TRUSTED_PROXIES", "10.0.0.1/8", "host bits"),
+        ("DATABASE_URL", "not a url", "a PostgreSQL URL"),
+    ] {
+        let err = Config::from_vars(vars(&[base, (name, value)]))
+            .unwrap_err()
+            .0;
+        assert!(
+            err.contains(&format!("{name}={value:?}")),
+            "{name}={value}: the variable and value: {err}"
+        );
+        assert!(
+            err.contains("expected") && err.contains(form),
+            "{name}={value}: {err}"
+        );
+    }
+}
+
+#[test]
+fn a_database_url_refused_never_shows_its_password() {
+    for url in [
+        "postgres://u:hunter2@h:notaport/db",
+        "host=h password=hunter2 bogus",
+    ] {
+        let err = Config::from_vars(vars(&[("DATABASE_URL", url)]))
+            .unwrap_err()
+            .0;
+        assert!(err.contains("DATABASE_URL"), "{err}");
+        assert!(!err.contains("hunter2"), "{err}");
+    }
+}
+
+/// Proxy fleets are ranges: IPv4 and IPv6 CIDR blocks, mixed with single addresses.
+#[test]
+fn trusted_proxies_take_ranges() {
+    let c = Config::from_vars(vars(&[
+        ("DATABASE_URL", "postgres://a@b/c"),
+        (
+            "CONSOLED_TRUSTED_PROXIES",
+            "127.0.0.0/8, 10.1.2.3, fd00::/8, 2001:db8::1",
+        ),
+    ]))
+    .unwrap();
+    let source = &c.client_source;
+    for proxy in [
+        "127.0.0.1",
+        "127.9.9.9",
+        "10.1.2.3",
+        "fd12::7",
+        "2001:db8::1",
+    ] {
+        assert!(source.is_proxy(proxy.parse().unwrap()), "{proxy}");
+    }
+    for client in ["10.1.2.4", "128.0.0.1", "fe80::1", "2001:db8::2"] {
+        assert!(!source.is_proxy(client.parse().unwrap()), "{client}");
+    }
+    // Behind the range, the client comes from the header, as behind a single proxy.
+    let headers = [(
+        "x-forwarded-for".to_string(),
+        "203.0.113.9, 127.0.0.5".to_string(),
+    )];
+    let client = source.resolve(Some("127.0.0.1".parse().unwrap()), &headers);
+    assert_eq!(client, Some("203.0.113.9".parse().unwrap()));
+}
+
+#[test]
+fn urls_are_shown_without_their_password() {
+    for (url, shown) in [
+        ("postgres://u:hunter2@h/db", "postgres://u:<redacted>@h/db"),
+        (
+            "postgres://u:hun/ter2@h:5432/db",
+            "postgres://u:<redacted>@h:5432/db",
+        ),
+        (
+            "smtp://u:hunter2@h?tls=none",
+            "smtp://u:<redacted>@h?tls=none",
+        ),
+        ("postgres://u@h/db", "postgres://u@h/db"),
+        ("postgres://h/db", "postgres://h/db"),
+    ] {
+        assert_eq!(redact_url(url), shown);
+    }
+}

@@ -46,6 +46,28 @@ pub fn run(client: &mut Client) -> Result<Vec<i32>, postgres::Error> {
     Ok(applied)
 }
 
+/// The versions of this binary not yet applied to the database (all of them on an empty one).
+/// Reads only: commands other than `serve` and `migrate` refuse to run while this is not empty.
+pub fn pending(client: &mut Client) -> Result<Vec<i32>, postgres::Error> {
+    let exists: bool = client
+        .query_one("SELECT to_regclass('schema_migrations') IS NOT NULL", &[])?
+        .get(0);
+    let applied: Vec<i32> = if exists {
+        client
+            .query("SELECT version FROM schema_migrations", &[])?
+            .iter()
+            .map(|r| r.get(0))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    Ok(MIGRATIONS
+        .iter()
+        .map(|m| m.0)
+        .filter(|v| !applied.contains(v))
+        .collect())
+}
+
 fn apply_pending(client: &mut Client) -> Result<Vec<i32>, postgres::Error> {
     client.batch_execute(
         "CREATE TABLE IF NOT EXISTS schema_migrations (

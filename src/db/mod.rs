@@ -9,6 +9,7 @@ pub mod oauth_states;
 pub mod orgs;
 pub mod outbox;
 pub mod rate;
+pub mod reach;
 pub mod recovery_codes;
 pub mod sessions;
 pub mod sql;
@@ -70,9 +71,16 @@ pub fn pool(config: &Config) -> Result<Pool, String> {
 
 /// A dedicated connection outside the pool (the change listener, migrations, commands).
 pub fn connect(config: &Config, application_name: &str) -> Result<Client, String> {
-    pg_config(config, application_name)?
-        .connect(NoTls)
-        .map_err(|e| format!("cannot connect to the database: {e}"))
+    try_connect(config, application_name).map_err(|e| e.message)
+}
+
+/// `connect`, with the failure explained and marked as worth retrying or not.
+pub fn try_connect(config: &Config, application_name: &str) -> Result<Client, reach::Unreachable> {
+    let pg = pg_config(config, application_name).map_err(|message| reach::Unreachable {
+        message,
+        retry: false,
+    })?;
+    pg.connect(NoTls).map_err(|e| reach::explain(&pg, &e))
 }
 
 /// A pooled connection, or 503 `unavailable`.

@@ -29,11 +29,19 @@ pub fn create(
     Ok((row.get(0), secret))
 }
 
-/// The live token for a secret.
+/// The live token for a secret, noting its use (`last_used_at`, to the minute: at most one
+/// write a minute per token, however many streams it opens).
 pub fn find(c: &mut impl Sql, secret: &str) -> Result<Option<ApiToken>, postgres::Error> {
     let row = c.query_opt(
-        "SELECT t.id, t.project_id, p.org_id FROM api_tokens t JOIN projects p ON p.id = t.project_id
-          WHERE t.token_hash = $1 AND t.revoked_at IS NULL",
+        "WITH t AS (
+             SELECT t.id, t.project_id, p.org_id, t.last_used_at
+               FROM api_tokens t JOIN projects p ON p.id = t.project_id
+              WHERE t.token_hash = $1 AND t.revoked_at IS NULL),
+         used AS (
+             UPDATE api_tokens a SET last_used_at = now() FROM t
+              WHERE a.id = t.id
+                AND (t.last_used_at IS NULL OR t.last_used_at < now() - interval '1 minute'))
+         SELECT id, project_id, org_id FROM t",
         &[&token_hash(secret)],
     )?;
     Ok(row.map(|r| ApiToken {
@@ -58,4 +66,36 @@ pub fn revoke(c: &mut impl Sql, id: i64) -> Result<bool, postgres::Error> {
         &[&id],
     )?;
     Ok(n == 1)
+}
+
+/// One token as `consoled token list` shows it: never its secret or hash.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Listed {
+    pub id: i64,
+    pub name: String,
+    pub created_at: String,
+    pub last_used_at: Option<String>,
+    pub revoked_at: Option<String>,
+}
+
+/// The tokens of a project, oldest first, revoked ones included (with when).
+pub fn list(c: &mut impl Sql, project_id: i64) -> Result<Vec<Listed>, postgres::Error> {
+    let rfc3339 =
+        |col: &str| format!("to_char({col} AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')");
+    let sql = format!(
+        "SELECT id, name, {}, {}, {} FROM api_tokens WHERE project_id = $1 ORDER BY id",
+        rfc3339("created_at"),
+        rfc3339("last_used_at"),
+        rfc3339("revoked_at")
+    );
+    Ok(c.query(&sql, &[&project_id])?
+        .iter()
+        .map(|r| Listed {
+            id: r.get(0),
+            name: r.get(1),
+            created_at: r.get(2),
+            last_used_at: r.get(3),
+            revoked_at: r.get(4),
+        })
+        .collect())
 }

@@ -57,7 +57,8 @@ impl fmt::Display for Client {
 /// Where the client's address comes from (configuration).
 #[derive(Clone, Debug)]
 pub struct Source {
-    pub trusted_proxies: Vec<IpAddr>,
+    /// Addresses and ranges (`CONSOLED_TRUSTED_PROXIES`).
+    pub trusted_proxies: Vec<super::net::Net>,
     /// Lower-case header name.
     pub header: String,
 }
@@ -65,7 +66,8 @@ pub struct Source {
 impl Source {
     /// Whether `peer` is a trusted proxy (whose connections carry many clients).
     pub fn is_proxy(&self, peer: IpAddr) -> bool {
-        self.trusted_proxies.contains(&peer.to_canonical())
+        let peer = peer.to_canonical();
+        self.trusted_proxies.iter().any(|net| net.contains(peer))
     }
 
     /// The client's address for a request from `peer` with these (lower-case) header lines.
@@ -89,7 +91,7 @@ impl Source {
         let mut nearest = peer;
         for hop in hops.iter().rev().filter(|h| !h.is_empty()) {
             match parse_hop(hop) {
-                Some(ip) if self.trusted_proxies.contains(&ip) => nearest = ip,
+                Some(ip) if self.is_proxy(ip) => nearest = ip,
                 Some(ip) => return Some(ip),
                 // Nothing left of a hop we cannot read is trustworthy.
                 None => break,

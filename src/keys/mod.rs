@@ -1,4 +1,4 @@
-//! Server keys: the data key that seals TOTP secrets (README "Sealed TOTP secrets") and the key
+//! Server keys: the data key that seals TOTP secrets (docs/OPERATIONS.md, "Sealed TOTP secrets") and the key
 //! that signs CSRF tokens (`http::csrf`).
 //!
 //! A sealed secret is `0x01 ‖ key id (4) ‖ nonce (12) ‖ ChaCha20-Poly1305(secret) ‖ tag (16)`:

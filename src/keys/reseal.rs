@@ -7,6 +7,7 @@ use serde_json::{json, Value};
 
 use super::{is_sealed, DataKeys};
 use crate::config::Config;
+use crate::failure::Failure;
 
 /// Rows read per query; each row is re-sealed with its own conditional UPDATE.
 const BATCH: i64 = 500;
@@ -90,7 +91,7 @@ pub fn prepare(config: &Config) -> Result<(DataKeys, [u8; 32]), String> {
         None => {
             log::warn!(
                 "CONSOLED_DATA_KEY is not set: TOTP secrets are stored readable, and a copy of \
-                 the database lets its holder compute every user's codes (README, \"Sealed TOTP \
+                 the database lets its holder compute every user's codes (docs/OPERATIONS.md, \"Sealed TOTP \
                  secrets\")"
             );
             let sealed: i64 = c
@@ -146,14 +147,13 @@ fn shared_csrf_key(c: &mut Client) -> Result<[u8; 32], postgres::Error> {
 
 /// `consoled keys rotate`: every TOTP secret sealed under CONSOLED_DATA_KEY. Fails (after doing
 /// what it can) when some secret opens with none of the configured keys.
-pub fn rotate(config: &Config) -> Result<Value, String> {
+pub fn rotate(config: &Config) -> Result<Value, Failure> {
     let keys = DataKeys::from_settings(&config.keys);
     let id = keys.current_id().ok_or(
         "CONSOLED_DATA_KEY is not set: set the new key there and the keys it replaces in \
-         CONSOLED_DATA_KEY_OLD (README, \"Sealed TOTP secrets\")",
+         CONSOLED_DATA_KEY_OLD (docs/OPERATIONS.md, \"Sealed TOTP secrets\")",
     )?;
-    crate::migrate(config, std::time::Duration::from_secs(5))?;
-    let mut c = crate::db::connect(config, "consoled-cli")?;
+    let mut c = crate::cli::connect(config)?;
     let report = run(&mut c, &keys, Scope::NotCurrent).map_err(|e| e.to_string())?;
     if !report.unreadable.is_empty() {
         let users: Vec<String> = report
@@ -169,7 +169,8 @@ pub fn rotate(config: &Config) -> Result<Value, String> {
             report.resealed,
             report.unreadable.len(),
             users.join("; ")
-        ));
+        )
+        .into());
     }
     Ok(json!({ "key_id": id, "resealed": report.resealed, "already_current": report.kept }))
 }

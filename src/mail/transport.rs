@@ -28,15 +28,23 @@ enum Transport {
 impl Mailer {
     /// Checks the mail settings once at start-up: a bad URL or sender is a configuration error.
     pub fn from_config(config: &Config) -> Result<Mailer, String> {
-        let from = config
-            .mail_from
-            .parse()
-            .map_err(|e| format!("CONSOLED_MAIL_FROM is not a mail address: {e}"))?;
+        let from = config.mail_from.parse().map_err(|e| {
+            format!(
+                "CONSOLED_MAIL_FROM={:?} is not valid: expected a mail address such as \
+                     console@example.com or \"Console <console@example.com>\" ({e})",
+                config.mail_from
+            )
+        })?;
         let transport = match &config.smtp_url {
             Some(url) => Transport::Smtp(Box::new(smtp_transport(url)?)),
             None => {
-                std::fs::create_dir_all(&config.mail_dir)
-                    .map_err(|e| format!("cannot create {}: {e}", config.mail_dir.display()))?;
+                std::fs::create_dir_all(&config.mail_dir).map_err(|e| {
+                    format!(
+                        "CONSOLED_MAIL_DIR={:?} is not usable: expected a folder this user may \
+                         create and write, for mail without CONSOLED_SMTP_URL ({e})",
+                        config.mail_dir.display().to_string()
+                    )
+                })?;
                 Transport::Files(FileTransport::new(&config.mail_dir))
             }
         };
@@ -67,9 +75,15 @@ impl Mailer {
 }
 
 fn smtp_transport(url: &str) -> Result<SmtpTransport, String> {
-    // lettre's own error text names neither the password nor the whole URL.
-    let builder = SmtpTransport::from_url(&with_tls_default(url))
-        .map_err(|e| format!("CONSOLED_SMTP_URL is not usable: {e}"))?;
+    // lettre's own error text names neither the password nor the whole URL; the URL is shown
+    // with its password hidden.
+    let builder = SmtpTransport::from_url(&with_tls_default(url)).map_err(|e| {
+        format!(
+            "CONSOLED_SMTP_URL={:?} is not valid: expected smtp:// or \
+             smtps://[user:password@]host[:port][?tls=opportunistic|none] ({e})",
+            crate::config::redact_url(url)
+        )
+    })?;
     Ok(builder.timeout(Some(SMTP_TIMEOUT)).build())
 }
 

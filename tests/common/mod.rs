@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod binary;
+pub mod browsers;
 pub mod fake_idp;
 pub mod smtp;
 pub mod sse;
