@@ -17,7 +17,7 @@ pub struct App {
     pub pool: Pool,
     pub hasher: Hasher,
     /// Client addresses known to be over their failed-sign-in budget (the cheap refusal).
-    pub signin_blocks: crate::auth::throttle::Blocks,
+    pub signin_blocks: crate::admission::Blocks,
     pub metrics: Arc<Metrics>,
     pub hub: Arc<Hub>,
     /// Lower-case origins of the base and console URLs (CSRF Origin check).
@@ -32,7 +32,9 @@ pub struct App {
     /// What this process can hold (connections, streams), derived at start.
     pub capacity: Capacity,
     /// Streams held per client address.
-    pub stream_shares: Arc<crate::shares::Shares<crate::http::client::Client>>,
+    pub stream_shares: Arc<crate::admission::Shares>,
+    /// This instance's stream places (`capacity.max_streams`).
+    pub stream_slots: Arc<crate::admission::Slots>,
 }
 
 /// What a handler produces: a complete response, or an event stream to hand to its own thread.

@@ -55,7 +55,7 @@ impl Capacity {
             &machine,
             own_threads,
             config.max_connections,
-            config.max_open_streams,
+            config.max_streams,
         );
         log::info!(
             "capacity: {} connections, {} streams ({machine:?})",

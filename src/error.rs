@@ -118,6 +118,9 @@ pub struct More {
     pub allow: Option<String>,
     /// What the operator needs to know; logged, never sent.
     pub log_detail: Option<String>,
+    /// A `Set-Cookie` value the answer carries (a refused request that must also drop the
+    /// browser's session cookie).
+    pub set_cookie: Option<String>,
 }
 
 pub type ApiResult<T> = Result<T, ApiError>;
@@ -135,6 +138,7 @@ impl ApiError {
                 details: None,
                 allow: None,
                 log_detail: None,
+                set_cookie: None,
             }),
         }
     }
@@ -160,6 +164,12 @@ impl ApiError {
         let mut e = ApiError::new(Code::RateLimited);
         e.retry_after = Some(retry_after_secs.max(1));
         e
+    }
+
+    /// The answer also sets this cookie (`Set-Cookie` value).
+    pub fn with_cookie(mut self, set_cookie: String) -> ApiError {
+        self.more.set_cookie = Some(set_cookie);
+        self
     }
 
     pub fn method_not_allowed(allow: &[&str]) -> ApiError {

@@ -2,6 +2,7 @@
 //! thread-per-connection server on tiny_http and PostgreSQL.
 #![deny(unsafe_code)]
 
+pub mod admission;
 pub mod app;
 pub mod auth;
 pub mod capacity;
@@ -24,7 +25,6 @@ pub mod metrics;
 pub mod ops;
 pub mod router;
 pub mod server;
-pub mod shares;
 pub mod subscribe;
 
 use std::sync::atomic::AtomicBool;
@@ -114,10 +114,11 @@ pub fn serve_on(config: Config, listener: std::net::TcpListener) -> Result<Servi
     // The common-password set is built here, not by the first sign-up that needs it.
     auth::passwords::warm();
     let app = Arc::new(App {
-        stream_shares: shares::Shares::new(capacity.max_streams, config.client_share),
+        stream_shares: admission::Shares::new(capacity.max_streams, config.client_share),
+        stream_slots: admission::Slots::new(capacity.max_streams),
         capacity,
         hasher: hashing::Hasher::start(config.hash_threads, config.hash_queue),
-        signin_blocks: auth::throttle::Blocks::default(),
+        signin_blocks: admission::Blocks::default(),
         metrics: Arc::new(metrics::Metrics::default()),
         hub: Arc::new(events::Hub::new()),
         pool,
@@ -141,7 +142,7 @@ pub fn serve_on(config: Config, listener: std::net::TcpListener) -> Result<Servi
         maintenance::start(app.clone()),
         // Listening before serving: a stream opened right after start-up misses no change.
         events::listener::start(core.clone(), app.config.db_timeout).map_err(spawned)?,
-        events::leases::start_keeper(core).map_err(spawned)?,
+        events::keeper::start_keeper(core).map_err(spawned)?,
     ];
     if app.config.mail_sender {
         background.push(mail::start(app.clone(), mailer));

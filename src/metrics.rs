@@ -23,7 +23,6 @@ pub struct Metrics {
     requests: Mutex<BTreeMap<(&'static str, u16), u64>>,
     latency: Mutex<BTreeMap<&'static str, Histogram>>,
     pub panics: AtomicU64,
-    pub streams_open: AtomicU64,
     pub streams_total: AtomicU64,
     pub changes_received: AtomicU64,
     pub changes_dropped: AtomicU64,
@@ -31,8 +30,10 @@ pub struct Metrics {
     pub mails_sent: AtomicU64,
     pub mail_failures: AtomicU64,
     pub connections_refused: AtomicU64,
-    /// Connections the guard could not find the socket of (closed at once; should stay 0).
+    /// Accepted connections whose socket was not known (closed at once; should stay 0).
     pub connections_unguarded: AtomicU64,
+    /// Connections whose first request came from another peer than their socket's (never seen).
+    pub connections_mismatched: AtomicU64,
     pub connections_idle_closed: AtomicU64,
     pub heads_timed_out: AtomicU64,
     pub heads_too_large: AtomicU64,
@@ -49,6 +50,8 @@ pub struct Metrics {
 
 /// Gauges read at scrape time from their owners.
 pub struct Gauges {
+    /// Stream places held (`admission::Slots`): the one count of open streams.
+    pub streams_open: usize,
     pub hash_queue_depth: usize,
     /// Requests the hash admission refused (their client held its share, or no place).
     pub hashes_refused: u64,
@@ -163,8 +166,13 @@ impl Metrics {
             ),
             (
                 "consoled_connections_unguarded_total",
-                "Accepted connections closed because their socket could not be found.",
+                "Accepted connections closed because their socket was not known.",
                 &self.connections_unguarded,
+            ),
+            (
+                "consoled_connections_mismatched_total",
+                "Connections closed because their socket's peer was not their request's.",
+                &self.connections_mismatched,
             ),
             (
                 "consoled_connections_idle_closed_total",
@@ -239,7 +247,7 @@ impl Metrics {
             (
                 "consoled_streams_open",
                 "Open event streams.",
-                self.streams_open.load(Ordering::Relaxed),
+                g.streams_open as u64,
             ),
             (
                 "consoled_hash_queue_depth",
@@ -282,6 +290,7 @@ mod tests {
         m.observe("login", 200, Duration::from_millis(3));
         m.observe("login", 401, Duration::from_millis(30));
         let text = m.render(&Gauges {
+            streams_open: 4,
             hash_queue_depth: 2,
             hashes_refused: 5,
             hashes_computed: 9,

@@ -2,9 +2,10 @@
 //! the client address's share), takes a lease (the per-principal limit across instances) and
 //! subscribes to the hub. The stream itself runs in the server, on its connection's thread.
 
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use crate::admission::Ticket;
+use crate::admission::{Refusal, Slot};
 use crate::app::{App, Reply};
 use crate::auth;
 use crate::db::leases::{self as lease_rows, Holder};
@@ -13,9 +14,7 @@ use crate::db::tokens::{self, ApiToken};
 use crate::db::{self, visibility};
 use crate::error::{ApiError, ApiResult, Code};
 use crate::events::{Lease, Scope, StreamPlan, Timing};
-use crate::http::client::Client;
 use crate::http::Request;
-use crate::shares::Ticket;
 
 /// Who opened a stream.
 enum Who {
@@ -48,7 +47,7 @@ impl Who {
 /// `GET /v1/events`.
 pub fn get(app: &App, req: &Request) -> ApiResult<Reply> {
     let who = authenticate(app, req)?;
-    let share = admit(app, req)?;
+    let (slot, share) = admit(app, req)?;
     let mut c = db::conn(&app.pool)?;
     let lease = take_lease(app, &mut c, who.holder())?;
     let (sub, needs_orgs) = app.hub.subscribe(who.scope(), app.config.stream_queue);
@@ -76,27 +75,20 @@ pub fn get(app: &App, req: &Request) -> ApiResult<Reply> {
         stall: app.config.stream_stall,
         direct: app.config.stream_direct,
     };
-    let plan = StreamPlan::new(sub, lease, share, timing, app.metrics.clone());
+    let plan = StreamPlan::new(sub, lease, (slot, share), timing, app.metrics.clone());
     Ok(Reply::Stream(plan))
 }
 
-/// Refuses a stream while this instance holds as many as it can (503), or while the client's
-/// address holds its share of them (429), before any lease is taken. Concurrent requests can
-/// pass the overall check by at most one per worker.
-fn admit(app: &App, req: &Request) -> ApiResult<Ticket<Client>> {
-    let open = app.metrics.streams_open.load(Ordering::Relaxed);
-    if open >= app.capacity.max_streams as u64 {
-        return Err(ApiError::new(Code::Unavailable).message(
-            "This server has as many event streams open as it can hold; try again shortly.",
-        ));
-    }
-    app.stream_shares
-        .take(req.client(&app.config.client_source)).ok_or_else(|| {
-        ApiError::rate_limited(5).message(format!(
-            "One client address may hold at most {} of this server's event streams; close one first.",
-            app.stream_shares.limit()
-        ))
-    })
+/// Refuses a stream while this instance holds as many as it can (503), or while the client
+/// holds its share of them (429), before any lease is taken. Both are exact: a place is taken,
+/// not a count looked at.
+fn admit(app: &App, req: &Request) -> Result<(Slot, Ticket), Refusal> {
+    let slot = app.stream_slots.take().ok_or(Refusal::StreamsFull)?;
+    let client = req.client(&app.config.client_source);
+    let share = app.stream_shares.take(client).ok_or(Refusal::StreamShare {
+        limit: app.stream_shares.limit(),
+    })?;
+    Ok((slot, share))
 }
 
 /// A bearer API token, else the session cookie (401 `unauthorized` / `mfa_required`).
@@ -117,15 +109,12 @@ fn authenticate(app: &App, req: &Request) -> ApiResult<Who> {
 
 fn take_lease(app: &App, c: &mut db::Conn, holder: Holder) -> ApiResult<Lease> {
     let book = &app.hub.leases;
-    let max = app.config.max_streams;
+    let max = app.config.streams_per_principal;
     let mut tx = c.transaction()?;
     let id = lease_rows::acquire(&mut tx, &book.instance_id, holder, max)?;
     tx.commit()?;
     match id {
         Some(id) => Ok(book.hold(id, holder)),
-        None => Err(ApiError::new(Code::TooManyStreams).message(format!(
-            "At most {max} event streams can be open at once for one user or API token; \
-             close one first."
-        ))),
+        None => Err(Refusal::PrincipalStreams { limit: max }.into()),
     }
 }

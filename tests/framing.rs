@@ -1,9 +1,9 @@
-//! Message framing (issue 15, item 6): an HTTP/1.1 request without `Host` is 400 (RFC 9112
-//! §3.2), and so is a request whose `Content-Length` is not one decimal number (RFC 9112 §6.3):
-//! such a request has no trustworthy end, so the connection closes after the answer and nothing
-//! sent behind it is read as a request. (A repeated `Content-Length` or `Host` line is invisible
-//! behind tiny_http_fork, which shows only the first; the proxy refuses those, see
-//! docs/HARDENING.md.)
+//! Message framing (issue 15, item 6; issue 22, item 2): an HTTP/1.1 request without `Host` is
+//! 400 (RFC 9112 §3.2), and so is a request whose `Content-Length` is not one decimal number
+//! (RFC 9112 §6.3), one with more than one `Content-Length`, `Transfer-Encoding` or `Host` line,
+//! and one whose transfer coding is anything but exactly `chunked`: such a request has no
+//! trustworthy end, so the connection closes after the answer and nothing sent behind it is read
+//! as a request.
 
 mod common;
 
@@ -86,5 +86,86 @@ fn malformed_content_length_is_400_and_ends_the_connection() {
     let responses = exchange(&server, &raw);
     assert_eq!(responses.len(), 2);
     responses[0].expect(200);
+    responses[1].expect(200);
+}
+
+/// Each shape of issue 22 (the old code answered the first request and then ran the bytes
+/// behind it as another: a `/metrics` answer, or a chunked body's tail).
+#[test]
+fn repeated_framing_headers_are_400_and_end_the_connection() {
+    let server = TestServer::start();
+    let metrics = "GET /metrics HTTP/1.1\r\nHost: a\r\n\r\n";
+    let cases = [
+        (
+            "Content-Length",
+            format!(
+                "POST /auth/logout HTTP/1.1\r\nHost: a\r\nContent-Length: 0\r\n\
+                 Content-Length: {}\r\n\r\n{metrics}",
+                metrics.len()
+            ),
+        ),
+        (
+            "Content-Length",
+            "POST /auth/logout HTTP/1.1\r\nHost: a\r\nContent-Length: 2\r\n\
+             Content-Length: 2\r\n\r\n{}"
+                .to_string()
+                + SMUGGLED,
+        ),
+        (
+            "Transfer-Encoding",
+            format!(
+                "POST /auth/logout HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\
+                 Transfer-Encoding: identity\r\n\r\n0\r\n\r\n{metrics}"
+            ),
+        ),
+        (
+            "Host",
+            format!("GET /healthz HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n{metrics}"),
+        ),
+    ];
+    for (field, raw) in cases {
+        let responses = exchange(&server, &raw);
+        assert!(!responses.is_empty(), "{raw:?}: no answer");
+        assert_eq!(responses[0].status, 400, "{raw:?}");
+        assert_refused(&responses, field);
+    }
+}
+
+#[test]
+fn a_transfer_coding_other_than_chunked_is_400() {
+    let server = TestServer::start();
+    let raw = |coding: &str| {
+        format!(
+            "POST /auth/logout HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: {coding}\r\n\r\n\
+             0\r\n\r\n{SMUGGLED}"
+        )
+    };
+    // Codings tiny_http_fork frames as chunked and would pass on undecoded: ours to refuse.
+    for coding in ["gzip, chunked", "deflate,chunked", "compress, chunked"] {
+        let responses = exchange(&server, &raw(coding));
+        assert!(!responses.is_empty(), "{coding:?}: no answer");
+        assert_eq!(responses[0].status, 400, "{coding:?}");
+        assert_refused(&responses, "Transfer-Encoding");
+    }
+    // Codings tiny_http_fork refuses itself, before our code sees the request: its empty 400,
+    // and the connection closes after it all the same.
+    for coding in [
+        "identity",
+        "chunked, chunked",
+        "chunked;x=1",
+        "x",
+        "Chunked",
+    ] {
+        let responses = exchange(&server, &raw(coding));
+        assert_eq!(responses.len(), 1, "{coding:?}: one answer, then the close");
+        assert_eq!(responses[0].status, 400, "{coding:?}");
+    }
+    // Exactly `chunked` is served, and the next request on the connection too.
+    let raw = "POST /auth/logout HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\
+               Content-Type: application/json\r\n\r\n2\r\n{}\r\n0\r\n\r\n\
+               GET /healthz HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n";
+    let responses = exchange(&server, raw);
+    assert_eq!(responses.len(), 2, "two answers");
+    assert_ne!(responses[0].status, 400, "a chunked body is framed");
     responses[1].expect(200);
 }

@@ -4,6 +4,8 @@
 
 mod common;
 
+use std::io::{Read, Write};
+use std::net::TcpStream;
 use std::thread;
 use std::time::Duration;
 
@@ -171,4 +173,70 @@ fn a_refused_connection_runs_at_the_lowest_priority_unless_it_is_a_proxy() {
     .unwrap();
     let _direct = three_refused_sign_ins(direct.addr, &from, None);
     assert_eq!(lowered_connection_threads(), before + 1);
+}
+
+/// Sends a sign-in head with `Expect: 100-continue` (and not its body) as `ip`; what the server
+/// answers before it has the body, and whether it then closed the connection.
+fn login_expecting_continue(server: &TestServer, ip: &str, csrf: &str) -> (String, TcpStream) {
+    let body = format!(
+        r#"{{"email":"{}","password":"wrong password"}}"#,
+        unique_email()
+    );
+    let mut s = TcpStream::connect(server.addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    write!(
+        s,
+        "POST /auth/login HTTP/1.1\r\nHost: a\r\nX-Forwarded-For: {ip}\r\n\
+         Content-Type: application/json\r\nCookie: svc_csrf={csrf}\r\nX-CSRF-Token: {csrf}\r\n\
+         Expect: 100-continue\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    )
+    .unwrap();
+    // The first response head, byte by byte: nothing after it is taken off the socket.
+    let mut first = Vec::new();
+    let mut b = [0u8; 1];
+    while !first.ends_with(b"\r\n\r\n") && s.read(&mut b).unwrap() == 1 {
+        first.push(b[0]);
+    }
+    let first = String::from_utf8_lossy(&first).to_string();
+    if first.starts_with("HTTP/1.1 100") {
+        s.write_all(body.as_bytes()).unwrap();
+    }
+    (first, s)
+}
+
+/// Issue 22, item 3: the server asks for a body (`100 Continue`) only once the route's screen has
+/// admitted the request. An address over its failure budget gets its 429 at once, never a
+/// `100 Continue` for a body it would refuse, and the connection closes (the body it did not
+/// ask for is never read as a request). An admitted sign-in still gets `100 Continue`.
+#[test]
+fn no_100_continue_before_the_screen_admits_the_request() {
+    let server = TestServer::with(&[("CONSOLED_LOGIN_FAILURES_PER_CLIENT", "1")]);
+    let ip = unique_ip();
+    let mut guesser = client_at(&server, &ip);
+    let csrf = guesser.csrf();
+    let (first, mut s) = login_expecting_continue(&server, &ip, &csrf);
+    assert!(first.starts_with("HTTP/1.1 100 Continue"), "{first:?}");
+    let r = read_response(&mut std::io::BufReader::new(&mut s));
+    r.expect_error(401, "invalid_credentials");
+    guesser
+        .login(&unique_email(), "wrong password")
+        .expect_error(429, "rate_limited");
+
+    let (first, mut s) = login_expecting_continue(&server, &ip, &csrf);
+    assert!(
+        first.starts_with("HTTP/1.1 429"),
+        "a body was asked for before the refusal: {first:?}"
+    );
+    let mut rest = Vec::new();
+    s.read_to_end(&mut rest)
+        .expect("the connection closes after the refusal");
+    let all = first
+        .into_bytes()
+        .into_iter()
+        .chain(rest)
+        .collect::<Vec<_>>();
+    let r = read_response(&mut std::io::BufReader::new(&all[..]));
+    r.expect_error(429, "rate_limited");
+    assert!(r.header("retry-after").is_some());
 }

@@ -4,6 +4,7 @@
 //! Handlers only queue mails (`outbox`) in their transaction; the sender thread mints the link
 //! tokens and talks to the mail server (src/mail.rs), so no request waits on SMTP.
 
+use crate::admission::Refusal;
 use crate::app::{App, Reply};
 use crate::db::mail_tokens::{self, Live, Purpose};
 use crate::db::{self, outbox, rate, sessions, users};
@@ -69,8 +70,11 @@ pub fn resend(app: &App, req: &Request) -> ApiResult<Reply> {
         wait = wait.max(rate::blocked(&mut tx, &app.config.limits, bucket)?);
     }
     if let Some(wait) = wait {
-        return Err(ApiError::rate_limited(wait)
-            .message("A verification mail was sent recently; try again later."));
+        return Err(Refusal::Budget {
+            wait,
+            what: Some("A verification mail was sent recently; try again later."),
+        }
+        .into());
     }
     for bucket in &buckets {
         rate::record(&mut tx, bucket)?;

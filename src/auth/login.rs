@@ -1,5 +1,6 @@
 //! `POST /auth/login`, `POST /auth/logout` and `GET /auth/session`.
 
+use crate::admission::Refusal;
 use crate::app::{App, Reply};
 use crate::db::{self, devices, rate, sessions, users};
 use crate::error::{ApiError, ApiResult, Code};
@@ -34,7 +35,7 @@ fn presented_device(req: &Request) -> Option<String> {
 /// any write, and costs no log line.
 ///
 /// 1. Without a device cookie, an address remembered as over its failed-sign-in budget is
-///    refused from memory (`throttle`).
+///    refused from memory (`admission::Blocks`).
 /// 2. A device cookie that is live, of this account and under its own failure budget lets the
 ///    sign-in past the address's and the account's limits (OWASP's device cookies: guessing
 ///    cannot lock the owner's browser out). Otherwise the three failed-sign-in buckets
@@ -148,7 +149,11 @@ fn refused(app: &App, wait: u64) -> ApiError {
     app.metrics
         .signins_refused
         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    ApiError::rate_limited(wait).message("Too many failed sign-ins; try again later.")
+    Refusal::Budget {
+        wait,
+        what: Some("Too many failed sign-ins; try again later."),
+    }
+    .into()
 }
 
 fn device_lifetime() -> std::time::Duration {
@@ -180,10 +185,7 @@ pub fn logout(app: &App, req: &Request) -> ApiResult<Reply> {
         Ok(s) => s,
         Err(e) if e.code == Code::Unauthorized => {
             // Nothing to revoke; still tell the browser to drop whatever it holds.
-            let mut r = Response::from_error(&e);
-            r.headers
-                .push(("Set-Cookie".into(), super::clear_session_cookie(app)));
-            return Ok(r.into());
+            return Err(e.with_cookie(super::clear_session_cookie(app)));
         }
         Err(e) => return Err(e),
     };

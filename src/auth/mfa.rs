@@ -12,6 +12,7 @@
 //!
 //! Secrets are stored sealed under the data key (`keys`) and opened only to check a TOTP code.
 
+use crate::admission::Refusal;
 use crate::db::{Sql, Tx as Transaction};
 use serde_json::{json, Value};
 
@@ -82,10 +83,9 @@ fn wrong_code_on_pending(app: &App, mut tx: Transaction, session: &Session) -> A
     if !revoked {
         return Err(e);
     }
-    let e = e.message("The code is not valid. Too many wrong codes: sign in again.");
-    Ok(Response::from_error(&e)
-        .header("Set-Cookie", super::clear_session_cookie(app))
-        .into())
+    Err(e
+        .message("The code is not valid. Too many wrong codes: sign in again.")
+        .with_cookie(super::clear_session_cookie(app)))
 }
 
 /// `POST /auth/mfa/totp/setup`: offers a new secret; it takes effect when `enable` confirms it.
@@ -239,9 +239,11 @@ fn check_cap(tx: &mut impl Sql, limits: &Limits, user_id: i64) -> ApiResult<()> 
     let bucket = cap_bucket(user_id);
     rate::lock(tx, &bucket.key())?;
     match rate::blocked(tx, limits, &bucket)? {
-        Some(wait) => {
-            Err(ApiError::rate_limited(wait).message("Too many wrong codes; try again later."))
+        Some(wait) => Err(Refusal::Budget {
+            wait,
+            what: Some("Too many wrong codes; try again later."),
         }
+        .into()),
         None => Ok(()),
     }
 }

@@ -14,7 +14,6 @@ pub mod password;
 pub mod passwords;
 pub mod reauth;
 pub mod signup;
-pub mod throttle;
 
 use crate::db::Sql;
 use serde_json::{json, Value};

@@ -1,6 +1,7 @@
 //! `POST /auth/signup`: the user, a personal organization with the user as owner, its `default`
 //! project, a session and the verification mail, all in one transaction.
 
+use crate::admission::Refusal;
 use crate::app::{App, Reply};
 use crate::db::{self, orgs, outbox, rate, users};
 use crate::error::{ApiError, ApiResult, Code};
@@ -24,8 +25,11 @@ pub fn post(app: &App, req: &Request) -> ApiResult<Reply> {
         let mut tx = c.transaction()?;
         let bucket = Bucket::Signup(client);
         if let Some(wait) = rate::take(&mut tx, &app.config.limits, &bucket)? {
-            return Err(ApiError::rate_limited(wait)
-                .message("Too many sign-ups from this address; try again later."));
+            return Err(Refusal::Budget {
+                wait,
+                what: Some("Too many sign-ups from this address; try again later."),
+            }
+            .into());
         }
         tx.commit()?;
     }

@@ -78,10 +78,11 @@ pub struct Config {
     pub hash_queue: usize,
     pub db_pool_size: u32,
     pub db_timeout: Duration,
-    pub max_streams: usize,
+    /// Open event streams per user or API token, across instances (429 `too_many_streams`).
+    pub streams_per_principal: usize,
     /// Open event streams on this instance, all principals together (503 past it); `None`: as
     /// many as the machine allows (`server::capacity`).
-    pub max_open_streams: Option<usize>,
+    pub max_streams: Option<usize>,
     /// A stream whose bytes could not be sent for this long is ended (a client that stopped
     /// reading or vanished).
     pub stream_stall: Duration,
@@ -247,9 +248,9 @@ impl Config {
             hash_queue: env.parse("CONSOLED_HASH_QUEUE", hash_threads * 4)?,
             db_pool_size: env.parse("CONSOLED_DB_POOL", 16)?,
             db_timeout: secs(env.parse("CONSOLED_DB_TIMEOUT_SECONDS", 3)?),
-            max_streams: env.parse("CONSOLED_MAX_STREAMS_PER_PRINCIPAL", 10)?,
+            streams_per_principal: env.parse("CONSOLED_MAX_STREAMS_PER_PRINCIPAL", 10)?,
             max_connections: env.optional("CONSOLED_MAX_CONNECTIONS")?,
-            max_open_streams: env.optional("CONSOLED_MAX_STREAMS")?,
+            max_streams: env.optional("CONSOLED_MAX_STREAMS")?,
             stream_stall: env.seconds("CONSOLED_STREAM_STALL_SECONDS", 60.0, 0.05..=3600.0)?,
             stream_direct: env.bool("CONSOLED_STREAM_DIRECT", true)?,
             client_share: env.parse("CONSOLED_CLIENT_SHARE", 0.25)?,

@@ -12,9 +12,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use crossbeam_channel::Receiver;
 
+use super::change::Change;
 use super::leases::LeaseBook;
 use super::signal::{End, Signals};
-use super::Change;
 
 /// What a stream thread receives: a formatted `change` event, shared by every stream that gets it.
 pub type Msg = Arc<str>;

@@ -1,28 +1,20 @@
-//! Stream leases and the keeper thread. A lease row per open stream enforces the stream limit
-//! across instances (db::leases); the keeper renews this instance's rows, deletes the rows of
-//! streams that ended, and ends session streams whose session expired.
+//! Stream leases. A lease row per open stream enforces the stream limit across instances
+//! (db::leases); the keeper (`keeper`) renews this instance's rows, deletes the rows of streams
+//! that ended, and ends session streams whose session expired.
 //!
 //! Stream threads never touch the database: they hand their work to the keeper through a channel,
 //! so a stream costs no pooled connection and only a small stack.
 
-use std::collections::{BTreeSet, HashMap};
-use std::sync::atomic::Ordering;
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::thread;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
+use crossbeam_channel::{Receiver, Sender};
 
-use super::Core;
 use crate::crypto;
 use crate::db::leases::Holder;
-use crate::db::{self, leases, sessions};
 
-const HEARTBEAT: Duration = Duration::from_secs(15);
-/// How long to wait before re-checking a session when the database could not say.
-const RECHECK_AFTER_ERROR: Duration = Duration::from_secs(5);
-
-enum Job {
+pub(super) enum Job {
     Release(i64),
     Watch { session_id: i64, deadline: Instant },
 }
@@ -33,7 +25,7 @@ pub struct LeaseBook {
     pub instance_id: String,
     live: Mutex<HashMap<i64, Holder>>,
     jobs: Sender<Job>,
-    inbox: Receiver<Job>,
+    pub(super) inbox: Receiver<Job>,
 }
 
 impl Default for LeaseBook {
@@ -75,7 +67,7 @@ impl LeaseBook {
         self.live.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn live(&self) -> Vec<(i64, Holder)> {
+    pub(super) fn live(&self) -> Vec<(i64, Holder)> {
         self.live_set().iter().map(|(id, h)| (*id, *h)).collect()
     }
 }
@@ -90,148 +82,5 @@ impl Drop for Lease {
     fn drop(&mut self) {
         self.book.live_set().remove(&self.id);
         let _ = self.book.jobs.send(Job::Release(self.id));
-    }
-}
-
-pub fn start_keeper(core: Arc<Core>) -> std::io::Result<thread::JoinHandle<()>> {
-    thread::Builder::new()
-        .name("events-keeper".into())
-        .spawn(move || Keeper::new(core).run())
-}
-
-struct Keeper {
-    core: Arc<Core>,
-    next_heartbeat: Instant,
-    /// Session deadlines in order, and the deadline of each watched session.
-    due: BTreeSet<(Instant, i64)>,
-    watched: HashMap<i64, Instant>,
-    /// Releases that failed (database away), retried at each heartbeat.
-    unreleased: Vec<i64>,
-}
-
-impl Keeper {
-    fn new(core: Arc<Core>) -> Keeper {
-        Keeper {
-            core,
-            next_heartbeat: Instant::now() + HEARTBEAT,
-            due: BTreeSet::new(),
-            watched: HashMap::new(),
-            unreleased: Vec::new(),
-        }
-    }
-
-    fn run(mut self) {
-        let inbox = self.core.hub.leases.inbox.clone();
-        while !self.core.stopping.load(Ordering::SeqCst) {
-            let mut wake = self
-                .next_heartbeat
-                .min(Instant::now() + Duration::from_millis(250));
-            if let Some((at, _)) = self.due.first() {
-                wake = wake.min(*at);
-            }
-            match inbox.recv_deadline(wake) {
-                Ok(job) => {
-                    let mut jobs = vec![job];
-                    jobs.extend(inbox.try_iter());
-                    self.take(jobs);
-                }
-                Err(RecvTimeoutError::Timeout) => {}
-                Err(RecvTimeoutError::Disconnected) => return,
-            }
-            if Instant::now() >= self.next_heartbeat {
-                self.heartbeat();
-            }
-            self.check_sessions();
-        }
-        self.release_all();
-    }
-
-    fn take(&mut self, jobs: Vec<Job>) {
-        let mut released = Vec::new();
-        for job in jobs {
-            match job {
-                Job::Release(id) => released.push(id),
-                Job::Watch {
-                    session_id,
-                    deadline,
-                } => self.watch(session_id, deadline),
-            }
-        }
-        self.release(released);
-    }
-
-    fn watch(&mut self, session_id: i64, deadline: Instant) {
-        if let Some(old) = self.watched.insert(session_id, deadline) {
-            self.due.remove(&(old, session_id));
-        }
-        self.due.insert((deadline, session_id));
-    }
-
-    /// Deletes released rows; on failure they are kept and tried again at the next heartbeat.
-    fn release(&mut self, mut ids: Vec<i64>) {
-        ids.append(&mut self.unreleased);
-        if ids.is_empty() {
-            return;
-        }
-        if let Err(e) = self.with_db(|c| leases::release(c, &ids)) {
-            log::warn!("stream leases not released yet: {e}");
-            self.unreleased = ids;
-        }
-    }
-
-    fn heartbeat(&mut self) {
-        self.next_heartbeat = Instant::now() + HEARTBEAT;
-        self.release(Vec::new());
-        let instance = self.core.hub.leases.instance_id.clone();
-        let live = self.core.hub.leases.live();
-        if let Err(e) = self.with_db(|c| leases::heartbeat(c, &instance, &live)) {
-            log::warn!("stream lease heartbeat failed: {e}");
-        }
-    }
-
-    /// Re-checks sessions whose deadline passed: event-stream pings are not activity, but the
-    /// user's other requests are, so the session may live longer than it looked at connect.
-    fn check_sessions(&mut self) {
-        let now = Instant::now();
-        while let Some(&(at, session_id)) = self.due.first() {
-            if at > now {
-                return;
-            }
-            self.due.remove(&(at, session_id));
-            self.watched.remove(&session_id);
-            if !self.core.hub.has_session(session_id) {
-                continue;
-            }
-            let idle = self.core.session_idle;
-            match self.with_db(|c| sessions::remaining(c, session_id, idle)) {
-                Ok(Some(secs)) => {
-                    let wait = Duration::from_secs_f64(secs.max(1.0));
-                    self.watch(session_id, now + wait);
-                }
-                Ok(None) => {
-                    let n = self.core.hub.end_session(session_id);
-                    log::info!("session expired: {n} event streams ended");
-                }
-                Err(e) => {
-                    log::warn!("cannot check a session: {e}");
-                    self.watch(session_id, now + RECHECK_AFTER_ERROR);
-                }
-            }
-        }
-    }
-
-    fn release_all(&self) {
-        let instance = self.core.hub.leases.instance_id.clone();
-        if let Err(e) = self.with_db(|c| leases::release_instance(c, &instance)) {
-            log::warn!("stream leases left to lapse: {e}");
-        }
-    }
-
-    fn with_db<T>(
-        &self,
-        f: impl FnOnce(&mut db::Db) -> Result<T, postgres::Error>,
-    ) -> Result<T, String> {
-        let mut c = db::conn(&self.core.pool).map_err(|e| e.more.message.clone())?;
-        f(&mut c).map_err(|e| e.to_string())
     }
 }

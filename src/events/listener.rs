@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use postgres::fallible_iterator::FallibleIterator;
 use postgres::{Client, Notification};
 
-use super::Change;
+use super::change::Change;
 use super::Core;
 use crate::db::visibility;
 

@@ -7,7 +7,9 @@
 //! its thread -> the client. Control notifications (`s:`, `t:`, `u:`) end streams or refresh a
 //! user's organizations.
 
+mod change;
 pub mod hub;
+pub mod keeper;
 pub mod leases;
 pub mod listener;
 pub mod signal;
@@ -17,19 +19,18 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
-
 use std::sync::atomic::AtomicBool;
 
+use crate::admission::Slot;
+use crate::admission::Ticket;
 use crate::db;
-use crate::http::client::Client;
 use crate::metrics::Metrics;
-use crate::shares::Ticket;
 
+pub use change::Change;
 pub use hub::{Hub, Scope, Subscription};
 pub use leases::Lease;
-pub use signal::{End, Signals};
-pub use stream::{Direct, Outlet, Sent, Timing};
+pub use signal::{Direct, End, Sent, Signals};
+pub use stream::{Outlet, Timing, PING, READY, RESYNC};
 
 /// The handles the listener and the lease keeper need, and no more.
 #[derive(Clone)]
@@ -43,61 +44,32 @@ pub struct Core {
     pub session_idle: Duration,
 }
 
-/// The first bytes of every stream: the reconnect delay, then `ready`.
-pub const READY: &str = "retry: 3000\nevent: ready\ndata: {}\n\n";
-pub const RESYNC: &str = "event: resync\ndata: {}\n\n";
-pub const PING: &str = ": ping\n\n";
-
-/// A change notification, as `consoled_notify_change` sends it and as clients receive it.
-/// `project_id` and `org_id` are `null` when the resource has none (a `user`, an organization's
-/// own project_id).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Change {
-    #[serde(rename = "type")]
-    pub kind: String,
-    pub id: i64,
-    pub op: String,
-    #[serde(default)]
-    pub project_id: Option<i64>,
-    #[serde(default)]
-    pub org_id: Option<i64>,
-}
-
-impl Change {
-    /// The `change` event, formatted once and shared by every stream that gets it.
-    pub fn event(&self) -> String {
-        let data = serde_json::to_string(self).expect("a Change always serializes");
-        format!("event: change\ndata: {data}\n\n")
-    }
-}
-
 /// An authorised event stream, ready to run on its own thread once the response head is sent.
-/// Dropping it (after `run`, or instead of it) unsubscribes and frees the stream slot.
+/// Dropping it (after `run`, or instead of it) unsubscribes and frees the stream's place (the
+/// one count of open streams: `consoled_streams_open` reads it).
 pub struct StreamPlan {
     sub: Subscription,
     _lease: Lease,
-    _share: Ticket<Client>,
+    /// The instance's stream place and the client's share, held while the stream lives.
+    _admitted: (Slot, Ticket),
     timing: Timing,
-    metrics: Arc<Metrics>,
 }
 
 impl StreamPlan {
-    /// A stream for `sub`, holding its lease and its client's share until it drops.
+    /// A stream for `sub`, holding its lease, its place and its client's share until it drops.
     pub fn new(
         sub: Subscription,
         lease: Lease,
-        share: Ticket<Client>,
+        admitted: (Slot, Ticket),
         timing: Timing,
         metrics: Arc<Metrics>,
     ) -> StreamPlan {
         metrics.streams_total.fetch_add(1, Ordering::Relaxed);
-        metrics.streams_open.fetch_add(1, Ordering::Relaxed);
         StreamPlan {
             sub,
             _lease: lease,
-            _share: share,
+            _admitted: admitted,
             timing,
-            metrics,
         }
     }
 
@@ -120,12 +92,6 @@ impl StreamPlan {
     /// Runs the stream on the calling thread until something ends it; says why.
     pub fn run(self, out: &mut dyn Outlet) -> End {
         stream::run(&self.sub, self.timing, out)
-    }
-}
-
-impl Drop for StreamPlan {
-    fn drop(&mut self) {
-        self.metrics.streams_open.fetch_sub(1, Ordering::Relaxed);
     }
 }
 

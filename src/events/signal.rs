@@ -8,7 +8,24 @@ use std::sync::{Arc, OnceLock};
 use std::thread::{self, Thread};
 use std::time::{Duration, Instant};
 
-use super::stream::{Direct, Sent};
+/// The hub's way to write on a stream's connection while the stream's thread sleeps with
+/// nothing to send (`Signals::try_direct` decides when): the thread is then not woken for the
+/// event at all, which was most of a delivery's cost (see docs/events.md).
+pub trait Direct: Send + Sync {
+    /// Frames `text` and sends it without blocking; what the socket does not take is kept for
+    /// the outlet (`Outlet::reclaim`).
+    fn send(&self, text: &str) -> Sent;
+}
+
+/// How much of an event a direct write sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sent {
+    All,
+    /// Some bytes (progress), the rest kept.
+    Part,
+    /// Nothing (the socket is full, or gone): all of it kept.
+    Nothing,
+}
 
 /// Why a stream ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,11 +67,43 @@ impl End {
     }
 }
 
-/// Who may write on a stream's connection (`Signals::writer`).
-const THREAD: u8 = 0;
-/// The thread sleeps with nothing to send: the hub may write one event itself.
-const IDLE: u8 = 1;
-const HUB: u8 = 2;
+/// Who may write on a stream's connection now: exactly one of them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+enum Writer {
+    /// The stream's thread (it is awake, or about to be).
+    Thread = 0,
+    /// The thread sleeps with nothing to send: the hub may take the connection for one event.
+    Idle = 1,
+    /// The hub is writing one event (a single non-blocking send).
+    Hub = 2,
+}
+
+/// A `Writer`, changed atomically: the hand-offs thread -> idle -> hub -> idle | thread.
+#[derive(Default)]
+struct WriterCell(AtomicU8);
+
+impl WriterCell {
+    fn from_u8(v: u8) -> Writer {
+        match v {
+            1 => Writer::Idle,
+            2 => Writer::Hub,
+            _ => Writer::Thread,
+        }
+    }
+
+    fn set(&self, w: Writer) {
+        self.0.store(w as u8, Ordering::Release);
+    }
+
+    /// `from` becomes `to`; else who holds it now.
+    fn hand(&self, from: Writer, to: Writer) -> Result<(), Writer> {
+        self.0
+            .compare_exchange(from as u8, to as u8, Ordering::AcqRel, Ordering::Acquire)
+            .map(|_| ())
+            .map_err(Self::from_u8)
+    }
+}
 
 /// The signals of one stream. Every setter wakes the stream's thread (once it runs).
 #[derive(Default)]
@@ -63,8 +112,8 @@ pub struct Signals {
     dropped: AtomicBool,
     poked: AtomicBool,
     thread: OnceLock<Thread>,
-    /// THREAD, IDLE or HUB: the one writer of the connection now.
-    writer: AtomicU8,
+    /// The one writer of the connection now.
+    writer: WriterCell,
     /// How the hub writes on the connection while the thread is idle (HTTP layer's).
     direct: OnceLock<Arc<dyn Direct>>,
     /// When the hub last wrote a whole event itself, and last got any byte out
@@ -135,11 +184,7 @@ impl Signals {
         let Some(direct) = self.direct.get() else {
             return false;
         };
-        if self
-            .writer
-            .compare_exchange(IDLE, HUB, Ordering::AcqRel, Ordering::Acquire)
-            .is_err()
-        {
+        if self.writer.hand(Writer::Idle, Writer::Hub).is_err() {
             return false;
         }
         let sent = direct.send(event);
@@ -149,10 +194,10 @@ impl Signals {
         }
         if sent == Sent::All {
             self.direct_at.store(now, Ordering::Release);
-            self.writer.store(IDLE, Ordering::Release);
+            self.writer.set(Writer::Idle);
         } else {
             // The rest waits with the outlet: the thread sends it before anything else.
-            self.writer.store(THREAD, Ordering::Release);
+            self.writer.set(Writer::Thread);
             self.wake();
         }
         true
@@ -162,7 +207,7 @@ impl Signals {
     /// write until `take_back`. A no-op when the HTTP layer allowed no direct writes.
     pub(super) fn idle(&self) {
         if self.direct.get().is_some() {
-            self.writer.store(IDLE, Ordering::Release);
+            self.writer.set(Writer::Idle);
         }
     }
 
@@ -170,10 +215,7 @@ impl Signals {
     /// hub in progress, which is one non-blocking send). Says what the hub wrote meanwhile.
     pub(super) fn take_back(&self) -> HubWrites {
         let mut spins = 0u32;
-        while let Err(HUB) =
-            self.writer
-                .compare_exchange(IDLE, THREAD, Ordering::AcqRel, Ordering::Acquire)
-        {
+        while let Err(Writer::Hub) = self.writer.hand(Writer::Idle, Writer::Thread) {
             // The hub's write is one non-blocking send; should the hub lose its CPU meanwhile,
             // give it back.
             spins += 1;
@@ -223,5 +265,16 @@ mod tests {
         s.end(End::Revoked);
         s.end(End::Shutdown);
         assert_eq!(s.ended(), Some(End::Revoked));
+    }
+
+    #[test]
+    fn the_hub_takes_the_connection_only_from_an_idle_thread() {
+        let w = WriterCell::default();
+        assert_eq!(w.hand(Writer::Idle, Writer::Hub), Err(Writer::Thread));
+        w.set(Writer::Idle);
+        assert_eq!(w.hand(Writer::Idle, Writer::Hub), Ok(()));
+        assert_eq!(w.hand(Writer::Idle, Writer::Thread), Err(Writer::Hub));
+        w.set(Writer::Idle);
+        assert_eq!(w.hand(Writer::Idle, Writer::Thread), Ok(()));
     }
 }

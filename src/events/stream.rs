@@ -14,7 +14,6 @@ use std::time::{Duration, Instant};
 
 use super::hub::Subscription;
 use super::signal::End;
-use super::{PING, READY, RESYNC};
 
 /// The connection a stream writes to, as the HTTP layer offers it.
 pub trait Outlet {
@@ -32,24 +31,10 @@ pub trait Outlet {
     fn reclaim(&mut self);
 }
 
-/// The hub's way to write on a stream's connection while the stream's thread sleeps with
-/// nothing to send (`Signals::try_direct` decides when): the thread is then not woken for the
-/// event at all, which was most of a delivery's cost (see docs/events.md).
-pub trait Direct: Send + Sync {
-    /// Frames `text` and sends it without blocking; what the socket does not take is kept for
-    /// the outlet (`Outlet::reclaim`).
-    fn send(&self, text: &str) -> Sent;
-}
-
-/// How much of an event a direct write sent.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Sent {
-    All,
-    /// Some bytes (progress), the rest kept.
-    Part,
-    /// Nothing (the socket is full, or gone): all of it kept.
-    Nothing,
-}
+/// The first bytes of every stream: the reconnect delay, then `ready`.
+pub const READY: &str = "retry: 3000\nevent: ready\ndata: {}\n\n";
+pub const RESYNC: &str = "event: resync\ndata: {}\n\n";
+pub const PING: &str = ": ping\n\n";
 
 /// The clock of a stream.
 #[derive(Debug, Clone, Copy)]
@@ -159,6 +144,7 @@ fn fill(
 mod tests {
     use super::*;
     use crate::events::hub::{Hub, Scope};
+    use crate::events::signal::{Direct, Sent};
     use crate::events::Change;
     use std::sync::Arc;
 

@@ -157,7 +157,7 @@ impl Hasher {
 }
 
 fn busy() -> ApiError {
-    ApiError::rate_limited(1).message("Too many sign-ins at once; try again in a second.")
+    crate::admission::Refusal::HashQueue.into()
 }
 
 fn run(work: Work, dummy: &str, memory: &mut Memory) -> Done {

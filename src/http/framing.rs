@@ -1,39 +1,84 @@
 //! Message framing checks on a parsed request head, before its body is read (RFC 9112).
 //!
-//! - An HTTP/1.1 request must carry `Host` (§3.2): without it, 400.
-//! - `Content-Length` must be one decimal number (§6.3). tiny_http_fork takes a value it cannot
-//!   parse (`+5`, `5, 5`, `0x5`) as no body at all, so the bytes of that body would be read as
-//!   the next request: refused with 400, and the connection closes after the answer.
+//! - An HTTP/1.1 request must carry `Host` (§3.2), exactly one line of it (§3.2: "more than one
+//!   Host header line" is a 400).
+//! - `Content-Length` must be one decimal number on one line (§6.3). tiny_http_fork takes only
+//!   the first line, and a value it cannot parse (`+5`, `5, 5`, `0x5`) as no body at all, so the
+//!   bytes of that body would be read as the next request.
+//! - `Transfer-Encoding` must be one line saying exactly `chunked`, the only coding we decode.
+//!   tiny_http_fork frames by the first line only, and passes codings such as `gzip, chunked`
+//!   on undecoded. (It refuses `Transfer-Encoding` together with `Content-Length`, and a coding
+//!   list whose last element is not `chunked`, itself, with an empty 400 that also closes.)
 //!
-//! tiny_http_fork shows only the first of repeated header lines, so a repeated `Content-Length`
-//! or `Host` cannot be seen here; the proxy in front refuses those (docs/HARDENING.md). It
-//! already refuses `Transfer-Encoding` together with `Content-Length`.
+//! Each is refused with 400, and the connection closes after the answer: nothing sent behind
+//! such a head is read as a request.
 
 use crate::error::ApiError;
 
-/// The head's framing as tiny_http_fork shows it.
+/// The head's framing: its version and every line of the framing headers.
 pub struct Head<'a> {
     /// (major, minor)
     pub version: (u8, u8),
-    pub host: Option<&'a str>,
-    /// The first `Content-Length` value, unparsed.
-    pub content_length: Option<&'a str>,
+    pub host: Vec<&'a str>,
+    pub content_length: Vec<&'a str>,
+    pub transfer_encoding: Vec<&'a str>,
+}
+
+impl<'a> Head<'a> {
+    /// The framing of a head whose header lines are `lines` (lower-case names, every line).
+    pub fn of(version: (u8, u8), lines: &'a [(String, String)]) -> Head<'a> {
+        let named = |name: &str| {
+            lines
+                .iter()
+                .filter(|(n, _)| n == name)
+                .map(|(_, v)| v.as_str())
+                .collect()
+        };
+        Head {
+            version,
+            host: named("host"),
+            content_length: named("content-length"),
+            transfer_encoding: named("transfer-encoding"),
+        }
+    }
 }
 
 /// 400 `invalid_input` naming the header, or Ok.
 pub fn check(head: &Head) -> Result<(), ApiError> {
-    if head.version >= (1, 1) && head.host.is_none() {
+    if head.version >= (1, 1) && head.host.is_empty() {
         return Err(ApiError::invalid("Host", "required in HTTP/1.1")
             .message("An HTTP/1.1 request needs a Host header."));
     }
-    if let Some(value) = head.content_length {
-        let value = value.trim_matches([' ', '\t']);
-        if value.is_empty() || value.len() > 18 || !value.bytes().all(|b| b.is_ascii_digit()) {
-            return Err(ApiError::invalid("Content-Length", "one decimal number")
-                .message("The Content-Length header is not a single decimal number."));
+    if head.host.len() > 1 {
+        return Err(ApiError::invalid("Host", "one line")
+            .message("The request has more than one Host header."));
+    }
+    match head.content_length[..] {
+        [] => {}
+        [value] => {
+            let value = value.trim_matches([' ', '\t']);
+            if value.is_empty() || value.len() > 18 || !value.bytes().all(|b| b.is_ascii_digit()) {
+                return Err(ApiError::invalid("Content-Length", "one decimal number")
+                    .message("The Content-Length header is not a single decimal number."));
+            }
+        }
+        _ => {
+            return Err(ApiError::invalid("Content-Length", "one line")
+                .message("The request has more than one Content-Length header."))
         }
     }
-    Ok(())
+    match head.transfer_encoding[..] {
+        [] => Ok(()),
+        [value]
+            if value
+                .trim_matches([' ', '\t'])
+                .eq_ignore_ascii_case("chunked") =>
+        {
+            Ok(())
+        }
+        _ => Err(ApiError::invalid("Transfer-Encoding", "one line: chunked")
+            .message("The only transfer coding accepted is a single `chunked`.")),
+    }
 }
 
 #[cfg(test)]
@@ -43,8 +88,9 @@ mod tests {
     fn ok(version: (u8, u8), host: Option<&str>, length: Option<&str>) -> bool {
         check(&Head {
             version,
-            host,
-            content_length: length,
+            host: host.into_iter().collect(),
+            content_length: length.into_iter().collect(),
+            transfer_encoding: vec![],
         })
         .is_ok()
     }
@@ -73,6 +119,46 @@ mod tests {
             "99999999999999999999",
         ] {
             assert!(!ok((1, 1), Some("a"), Some(bad)), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn framing_headers_are_single_lines_and_the_only_coding_is_chunked() {
+        let lines = |l: &[(&str, &str)]| -> Vec<(String, String)> {
+            l.iter()
+                .map(|(n, v)| (n.to_string(), v.to_string()))
+                .collect()
+        };
+        let field = |l: &[(&str, &str)]| {
+            let l = lines(l);
+            check(&Head::of((1, 1), &l))
+                .err()
+                .map(|e| e.more.details.unwrap()["field"].clone())
+        };
+        assert_eq!(
+            field(&[("host", "a"), ("transfer-encoding", "chunked")]),
+            None
+        );
+        assert_eq!(
+            field(&[("host", "a"), ("transfer-encoding", " Chunked ")]),
+            None
+        );
+        assert_eq!(field(&[("host", "a"), ("host", "a")]).unwrap(), "Host");
+        let two = [
+            ("host", "a"),
+            ("content-length", "0"),
+            ("content-length", "0"),
+        ];
+        assert_eq!(field(&two).unwrap(), "Content-Length");
+        for te in [
+            &["chunked", "identity"][..],
+            &["gzip, chunked"],
+            &["identity"],
+            &[""],
+        ] {
+            let mut l = vec![("host", "a")];
+            l.extend(te.iter().map(|v| ("transfer-encoding", *v)));
+            assert_eq!(field(&l).unwrap(), "Transfer-Encoding", "{te:?}");
         }
     }
 }

@@ -239,6 +239,9 @@ impl Response {
         if let Some(allow) = &e.more.allow {
             r.headers.push(("Allow".into(), allow.clone()));
         }
+        if let Some(cookie) = &e.more.set_cookie {
+            r.headers.push(("Set-Cookie".into(), cookie.clone()));
+        }
         r
     }
 }

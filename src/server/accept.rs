@@ -1,11 +1,11 @@
-//! The accept loop: takes each connection through tiny_http, finds its socket for the guard,
-//! and gives it a thread — unless this process is at its capacity (503) or the client's address
+//! The accept loop: takes each connection through tiny_http, learns its socket exactly
+//! (`accepted`: the descriptor tiny_http's accept returned on this thread), and gives it a thread — unless this process is at its capacity (503) or the client's address
 //! holds its share of connections (429). Either refusal is a complete JSON response written
 //! without a thread and followed by a clean end (the 503's socket lingers, `linger`; tiny_http
 //! shuts the 429's), and each kind is logged once per episode, not once per connection.
 
 use std::io;
-use std::net::{IpAddr, TcpListener};
+use std::net::{SocketAddr, TcpListener};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -14,12 +14,15 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::Sender;
 
-use super::conn::{self, Incoming};
+use super::conn;
 use super::guard::Guard;
 use super::linger::Lingering;
-use super::{sock, wire, Full, Shared};
-use crate::error::{ApiError, Code};
-use crate::shares::Ticket;
+use super::shared::{Incoming, Shared};
+use super::{accepted, exit, sock};
+use crate::admission::Ticket;
+use crate::admission::{Full, Refusal};
+use crate::error::ApiError;
+use crate::http::client::Client;
 
 /// Stack of a connection thread: tiny_http's head parser, our body reader and, for a stream,
 /// the stream loop; none needs much.
@@ -46,7 +49,6 @@ impl Once {
 
 pub fn run(
     listener: &TcpListener,
-    mark: Duration,
     guard: &Arc<Guard>,
     queue: Sender<Incoming>,
     shared: &Arc<Shared>,
@@ -71,7 +73,7 @@ pub fn run(
             Duration::from_millis(50)
         };
         let readable = sock::wait_readable(lfd, wait);
-        lingering.look(&shared.fds);
+        lingering.look(&shared.connections);
         match readable {
             Ok(true) => {}
             Ok(false) => continue,
@@ -81,7 +83,7 @@ pub fn run(
                 continue;
             }
         }
-        if let Some(why) = shared.full() {
+        if let Some(why) = shared.connections.full() {
             // Connections being answered hold a second descriptor until they stream or close:
             // during a burst of stream requests, descriptors come back within moments, and the
             // kernel's backlog holds the newcomers meanwhile. Refuse only when they do not.
@@ -101,7 +103,7 @@ pub fn run(
         }
         full.clear();
         full_since = None;
-        accept_one(listener, &tiny, mark, guard, &queue, shared);
+        accept_one(&tiny, guard, &queue, shared);
     }
     log::debug!("accept loop stopped");
 }
@@ -109,11 +111,11 @@ pub fn run(
 /// Accepts one connection ourselves (one descriptor, no thread) and refuses it with 503.
 fn refuse_next(listener: &TcpListener, shared: &Shared, lingering: &mut Lingering) {
     match listener.accept() {
-        Ok((socket, _)) => {
-            let e = ApiError::new(Code::Unavailable)
-                .message("The server holds as many connections as it can; try again shortly.");
-            let _ = sock::send_now(socket.as_raw_fd(), &wire::error(&e));
-            lingering.add(socket, &shared.fds);
+        Ok((socket, peer)) => {
+            let e = ApiError::from(Refusal::ConnectionsFull);
+            let metrics = &shared.app.metrics;
+            exit::refuse_raw(metrics, socket.as_raw_fd(), Some(peer), "accept", &e);
+            lingering.add(socket, &shared.connections);
             shared
                 .app
                 .metrics
@@ -142,39 +144,32 @@ struct Tiny {
     ssl: tiny_http::SslContextWrap,
 }
 
-fn accept_one(
-    listener: &TcpListener,
-    tiny: &Tiny,
-    mark: Duration,
-    guard: &Arc<Guard>,
-    queue: &Sender<Incoming>,
-    shared: &Arc<Shared>,
-) {
+fn accept_one(tiny: &Tiny, guard: &Arc<Guard>, queue: &Sender<Incoming>, shared: &Arc<Shared>) {
     let metrics = &shared.app.metrics;
-    // Where tiny_http's accept will most likely put the new socket.
-    let hint = sock::lowest_free(listener.as_raw_fd()).ok();
+    accepted::clear();
     let client = match tiny_http::Server::accept_connection(&tiny.listener, &tiny.ssl) {
         Ok(Some(client)) => client,
         Ok(None) => return,
         Err(e) => return accept_failed(&e),
     };
-    // Find the socket and give it its real read time-out (which removes the mark); a
-    // connection we cannot guard is not served.
-    let fd = sock::find_fresh(listener, mark, hint)
+    // The descriptor tiny_http's accept just returned on this thread: the connection's write
+    // half, which it keeps open as long as the connection lives. A connection whose socket we
+    // do not know (never seen: see `accepted::check_linked`) is not served.
+    let fd = accepted::take(tiny.listener.as_raw_fd())
         .filter(|&fd| sock::set_read_timeout(fd, shared.app.config.read_timeout).is_ok());
     let Some(fd) = fd else {
-        log::warn!("closed an accepted connection whose socket could not be found");
+        log::warn!("closed an accepted connection whose socket is not known");
         metrics
             .connections_unguarded
             .fetch_add(1, Ordering::Relaxed);
         return;
     };
-    let Ok(share) = take_share(fd, shared) else {
-        let e = ApiError::rate_limited(5).message(format!(
-            "This address holds as many connections as one address may ({}); try again shortly.",
-            shared.conn_shares.limit()
-        ));
-        let _ = sock::send_now(fd, &wire::error(&e));
+    let peer = sock::peer_addr(fd).ok();
+    let Ok(share) = take_share(peer, shared) else {
+        let e = ApiError::from(Refusal::ConnectionShare {
+            limit: shared.conn_shares.limit(),
+        });
+        exit::refuse_raw(metrics, fd, peer, "accept", &e);
         // No lingering needed: when `client` goes, tiny_http shuts both directions before it
         // closes, so the client gets its FIN right after the answer, and a reset for its unread
         // request can only come after that end (a read then still sees a clean end).
@@ -184,38 +179,36 @@ fn accept_one(
         return;
     };
     let _ = sock::set_nodelay(fd);
-    let conn = guard.watch(fd);
-    shared.connections.fetch_add(1, Ordering::SeqCst);
-    shared.fds.fetch_add(2, Ordering::SeqCst);
+    let conn = guard.watch(fd, peer);
+    let mut place = shared.connections.take();
     let (queue, shared2) = (queue.clone(), shared.clone());
     let spawned = thread::Builder::new()
         .name("conn".into())
         .stack_size(CONNECTION_STACK)
         .spawn(move || {
-            let streamed = conn::serve(client, fd, &conn, &queue, &shared2);
+            conn::serve(client, fd, &conn, &queue, &shared2, &mut place);
             drop(conn);
             drop(share);
-            shared2
-                .fds
-                .fetch_sub(if streamed { 1 } else { 2 }, Ordering::SeqCst);
-            shared2.connections.fetch_sub(1, Ordering::SeqCst);
+            drop(place);
         });
     if let Err(e) = spawned {
-        // The closure (and the connection in it) is dropped: the client sees a close.
+        // The closure (the connection and its place in it) is dropped: the client sees a close.
         log::error!("cannot start a connection thread: {e}");
-        shared.connections.fetch_sub(1, Ordering::SeqCst);
-        shared.fds.fetch_sub(2, Ordering::SeqCst);
     }
 }
 
-/// The client address's share of connections; trusted proxies carry many clients and have none.
-fn take_share(fd: i32, shared: &Shared) -> Result<Option<Ticket>, ()> {
-    let ip: IpAddr = match sock::peer_addr(fd) {
-        Ok(addr) => addr.ip().to_canonical(),
-        Err(_) => return Ok(None),
+/// The client's share of connections (an IPv6 client counts by its /64, as for every other
+/// count); trusted proxies carry many clients and have none.
+fn take_share(peer: Option<SocketAddr>, shared: &Shared) -> Result<Option<Ticket>, ()> {
+    let Some(ip) = peer.map(|p| p.ip().to_canonical()) else {
+        return Ok(None);
     };
     if shared.app.config.client_source.is_proxy(ip) {
         return Ok(None);
     }
-    shared.conn_shares.take(ip).map(Some).ok_or(())
+    shared
+        .conn_shares
+        .take(Client::of(Some(ip)))
+        .map(Some)
+        .ok_or(())
 }

@@ -1,7 +1,7 @@
 //! A client connection's thread: reads request heads (tiny_http, under the guard) and bodies
 //! (ours, under a deadline), hands each complete request to the worker pool and waits for its
 //! outcome, so that a worker never waits on a client. When the outcome is an event stream, this
-//! same thread runs it (`stream::run`): one thread per stream.
+//! same thread runs it (`stream_socket::run`): one thread per stream.
 
 use std::io;
 use std::os::fd::RawFd;
@@ -11,45 +11,25 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{bounded, Sender};
 
-use super::guard::{Conn, InFlight, Phase};
-use super::{head, sched, sock, stream, Shared};
+use super::guard::{Conn, Phase};
+use super::shared::{Incoming, Outcome, Shared};
+use super::{exit, head, sched, sock, stream_socket};
+use crate::admission::{Place, Refusal};
 use crate::error::{ApiError, Code};
-use crate::http::{Request, Response, MAX_BODY};
+use crate::http::{Response, MAX_BODY};
 use crate::router;
 
-/// A request whose head and body have both arrived, ready for a worker.
-pub struct Incoming {
-    /// Where the response goes.
-    pub rq: tiny_http::Request,
-    /// The request as the application reads it (or why it cannot be read).
-    pub req: Result<Request, ApiError>,
-    /// When the request had fully arrived.
-    pub started: Instant,
-    /// Held until the response is written.
-    pub done: InFlight,
-    /// Where the worker says what became of the request.
-    pub outcome: Sender<Outcome>,
-}
-
-/// What became of a request.
-pub enum Outcome {
-    /// Answered: the connection may carry the next request.
-    Answered,
-    /// The response head of an event stream was written: run it.
-    Stream(Box<stream::Start>),
-    /// The connection is no good any more (a write failed).
-    Close,
-}
-
-/// Serves one connection until it closes; `fd` is one of its two descriptors (see
-/// `sock::find_fresh`). Returns whether it became a stream (and so gave up tiny_http's read half
-/// and its descriptor early).
+/// Serves one connection until it closes; `fd` is the descriptor its accept returned (the write
+/// half, open as long as tiny_http's connection or a response writer of it lives). Returns
+/// whether it became a stream (and so gave up tiny_http's read half and its descriptor early,
+/// which `place` is told).
 pub fn serve(
     mut requests: impl Iterator<Item = Result<tiny_http::Request, impl std::fmt::Debug>>,
     fd: RawFd,
     conn: &Arc<Conn>,
     queue: &Sender<Incoming>,
     shared: &Shared,
+    place: &mut Place,
 ) -> bool {
     let app = &shared.app;
     let mut first = true;
@@ -62,6 +42,15 @@ pub fn serve(
         };
         let mut rq = match next {
             None => return false,
+            Some(Ok(rq)) if first && !same_client(&rq, fd) => {
+                // Never seen (the accept told us `fd`): a connection that is not the socket we
+                // watch is closed unanswered and counted, never served on a socket not its own.
+                log::error!("a connection's socket does not match its request; closing it");
+                app.metrics
+                    .connections_mismatched
+                    .fetch_add(1, Ordering::Relaxed);
+                return false;
+            }
             Some(Ok(rq)) => rq,
             // tiny_http has answered a malformed head with 400; nothing follows it.
             Some(Err(e)) => {
@@ -70,38 +59,64 @@ pub fn serve(
             }
         };
         first = false;
-        let body = if app.stopping.load(Ordering::SeqCst) {
-            Err(ApiError::new(Code::Unavailable).message("The server is shutting down."))
+        let lines = head::lines(&rq, &app.config.client_source.header);
+        let refused = if app.stopping.load(Ordering::SeqCst) {
+            Some(ApiError::from(Refusal::ShuttingDown))
         } else if too_large {
-            Err(ApiError::new(Code::HeaderTooLarge)
-                .message("The request head is larger than 16 KiB."))
-        } else if let Err(e) = framing(&rq) {
-            // No trustworthy end of this request: answered, then the connection closes.
-            Err(e)
+            Some(
+                ApiError::new(Code::HeaderTooLarge)
+                    .message("The request head is larger than 16 KiB."),
+            )
         } else {
-            read_body(&mut rq, app.config.body_timeout)
+            // No trustworthy end of this request: answered, then the connection closes.
+            framing(&rq, &lines).err()
         };
-        let body = match body {
+        if let Some(e) = refused {
+            refuse_unread(rq, &e, conn, shared);
+            return false;
+        }
+        let mut req = head::read_request(&rq, lines, Vec::new());
+        // A route's screen may refuse the request here, from the head and memory, without a
+        // worker: a flood that is already refused costs its connection's thread and nothing
+        // else. It looks before the body is asked for (`100 Continue`) or read.
+        if let Some((route, e)) = req.as_ref().ok().and_then(|req| router::screen(app, req)) {
+            let started = Instant::now();
+            let done = conn.begin();
+            if !lowered && !from_proxy(&rq, app) {
+                lowered = sched::lowest_priority().is_ok();
+            }
+            exit::log_error(route, &e);
+            if expects_continue(&rq) {
+                // The client waits for our word before it sends the body: it gets the refusal
+                // instead of `100 Continue`, and the connection ends (a body sent anyway is never
+                // read as a request). Our read side goes first, so that tiny_http does not wait
+                // for that body to discard it.
+                sock::shutdown(fd, std::net::Shutdown::Read);
+                exit::respond(&app.metrics, rq, route, Response::from_error(&e), started);
+                return false;
+            }
+            // The client sends its body anyway: read (bounded as always) so that the connection
+            // can carry the next request.
+            if let Err(body_error) = read_body(&mut rq, app.config.body_timeout) {
+                drop(done);
+                refuse_unread(rq, &body_error, conn, shared);
+                return false;
+            }
+            exit::respond(&app.metrics, rq, route, Response::from_error(&e), started);
+            drop(done);
+            continue;
+        }
+        let body = match read_body(&mut rq, app.config.body_timeout) {
             Ok(body) => body,
             Err(e) => {
                 refuse_unread(rq, &e, conn, shared);
                 return false;
             }
         };
-        let started = Instant::now();
-        let req = head::read_request(&rq, body, &app.config.client_source.header);
-        // A route's screen may refuse the request here, from memory, without a worker: a flood
-        // that is already refused costs its connection's thread and nothing else.
-        if let Some((route, e)) = req.as_ref().ok().and_then(|req| router::screen(app, req)) {
-            let done = conn.begin();
-            if !lowered && !from_proxy(&rq, app) {
-                lowered = sched::lowest_priority().is_ok();
-            }
-            super::worker::log_error(route, &e);
-            super::worker::answer(shared, rq, route, Response::from_error(&e), started);
-            drop(done);
-            continue;
+        if let Ok(req) = req.as_mut() {
+            req.body = body;
         }
+        let started = Instant::now();
         let (tx, rx) = bounded(1);
         let incoming = Incoming {
             rq,
@@ -116,28 +131,29 @@ pub fn serve(
         match rx.recv() {
             Ok(Outcome::Answered) => continue,
             Ok(Outcome::Stream(start)) => {
-                // The read half goes (its descriptor closes); the stream writes on the other,
-                // the one descriptor that is still this connection.
-                let ends = sock::ends(fd);
+                // The read half goes (its descriptor closes); the stream writes on `fd`, the
+                // write half, which the stream's writer keeps open.
                 drop(requests);
-                shared.fds.fetch_sub(1, Ordering::SeqCst);
-                let fd = match ends {
-                    Some(ends) if sock::ends(fd) == Some(ends) => Some(fd),
-                    // `fd` was the read half: find the write half by the connection's ends.
-                    Some(ends) => sock::find_by_ends(ends),
-                    None => None,
-                };
-                let Some(fd) = fd else {
-                    log::error!("a stream's socket could not be told apart; closing it");
-                    return true;
-                };
+                place.streaming();
                 let stopping = &app.stopping;
-                stream::run(*start, fd, &shared.watcher, stopping, &app.metrics);
+                stream_socket::run(*start, fd, &shared.watcher, stopping, &app.metrics);
                 return true;
             }
             Ok(Outcome::Close) | Err(_) => return false,
         }
     }
+}
+
+/// Whether `fd` is the socket `rq` came on: its peer is the request's.
+fn same_client(rq: &tiny_http::Request, fd: RawFd) -> bool {
+    rq.remote_addr()
+        .is_some_and(|a| sock::peer_addr(fd).is_ok_and(|p| p == *a))
+}
+
+/// Whether the client waits for `100 Continue` before it sends the body (tiny_http_fork lets
+/// only `Expect: 100-continue` through; it answers any other expectation 417 itself).
+fn expects_continue(rq: &tiny_http::Request) -> bool {
+    rq.headers().get("Expect").is_some() && rq.body_length() != Some(0)
 }
 
 /// Whether the connection comes from a trusted proxy (which carries many clients).
@@ -148,28 +164,20 @@ fn from_proxy(rq: &tiny_http::Request, app: &crate::app::App) -> bool {
 
 /// Answers a request whose body we did not read; the connection closes after it.
 fn refuse_unread(rq: tiny_http::Request, e: &ApiError, conn: &Arc<Conn>, shared: &Shared) {
-    super::worker::log_error("unread", e);
-    shared
-        .app
-        .metrics
-        .observe("unread", e.code.status(), Duration::ZERO);
-    let path = rq.url().split('?').next().unwrap_or("").to_string();
+    exit::log_error("unread", e);
     // tiny_http drains what is left of a declared body after writing the answer; the guard
     // bounds that. Then the connection closes.
     conn.arm(Phase::Drain);
-    super::worker::respond(rq, router::finish(&path, Response::from_error(e)));
+    let response = Response::from_error(e);
+    exit::respond(&shared.app.metrics, rq, "unread", response, Instant::now());
     conn.disarm();
 }
 
 /// RFC 9112 framing of the head (src/http/framing.rs).
-fn framing(rq: &tiny_http::Request) -> Result<(), ApiError> {
+fn framing(rq: &tiny_http::Request, lines: &[(String, String)]) -> Result<(), ApiError> {
     let version = rq.http_version();
-    let headers = rq.headers();
-    crate::http::framing::check(&crate::http::framing::Head {
-        version: (version.0, version.1),
-        host: headers.get("Host").map(|v| v.as_ref().as_str()),
-        content_length: headers.get("Content-Length").map(|v| v.as_ref().as_str()),
-    })
+    let head = crate::http::framing::Head::of((version.0, version.1), lines);
+    crate::http::framing::check(&head)
 }
 
 /// After `timeout`, a body must keep arriving at this rate (Apache's `MinRate=500`).

@@ -9,14 +9,14 @@
 //! while the thread is inside tiny_http's head parser or a drain and holds the connection, so
 //! the descriptor cannot have been closed and reused.
 
-use std::net::Shutdown;
+use std::net::{Shutdown, SocketAddr};
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use super::{sock, wire};
+use super::{exit, sock};
 use crate::error::{ApiError, Code};
 use crate::metrics::Metrics;
 
@@ -31,7 +31,7 @@ const TICK: Duration = Duration::from_millis(100);
 const ABORT_GRACE: Duration = Duration::from_secs(1);
 
 #[derive(Clone, Copy, Debug)]
-pub struct Limits {
+pub struct Deadlines {
     /// A request head must be complete this long after the connection started waiting for it.
     pub head: Duration,
     /// A kept-alive connection with nothing in flight closes after this long without a byte.
@@ -81,9 +81,9 @@ fn too_large(consumed: u64) -> bool {
 }
 
 /// The guard's rules, apart from the clock and the socket.
-pub fn decide(s: Seen, limits: &Limits) -> Action {
+pub fn decide(s: Seen, deadlines: &Deadlines) -> Action {
     let first = match s.phase {
-        Phase::Drain if s.waited >= limits.drain => return Action::StopReading,
+        Phase::Drain if s.waited >= deadlines.drain => return Action::StopReading,
         Phase::Drain => return Action::Wait,
         Phase::Head { first } => first,
     };
@@ -105,9 +105,9 @@ pub fn decide(s: Seen, limits: &Limits) -> Action {
         } else if s.stopping
             || s.waited
                 >= if first {
-                    limits.head
+                    deadlines.head
                 } else {
-                    limits.keep_alive
+                    deadlines.keep_alive
                 }
         {
             Action::Close
@@ -115,7 +115,7 @@ pub fn decide(s: Seen, limits: &Limits) -> Action {
             Action::Wait
         };
     }
-    if s.waited >= limits.head {
+    if s.waited >= deadlines.head {
         return answer(Code::RequestTimeout);
     }
     Action::Wait
@@ -124,6 +124,8 @@ pub fn decide(s: Seen, limits: &Limits) -> Action {
 /// One client connection as the guard sees it.
 pub struct Conn {
     fd: RawFd,
+    /// The socket's peer, for the account of what the guard answers.
+    peer: Option<SocketAddr>,
     state: Mutex<State>,
     in_flight: AtomicUsize,
 }
@@ -190,23 +192,24 @@ impl Drop for InFlight {
 
 /// The guard of one server: its connections and its thread.
 pub struct Guard {
-    limits: Limits,
+    deadlines: Deadlines,
     conns: Mutex<Vec<Weak<Conn>>>,
 }
 
 impl Guard {
-    pub fn new(limits: Limits) -> Arc<Guard> {
+    pub fn new(deadlines: Deadlines) -> Arc<Guard> {
         Arc::new(Guard {
-            limits,
+            deadlines,
             conns: Mutex::new(Vec::new()),
         })
     }
 
-    /// Registers a connection tiny_http accepted on descriptor `fd`.
-    pub fn watch(&self, fd: RawFd) -> Arc<Conn> {
+    /// Registers a connection tiny_http accepted on descriptor `fd`, from `peer`.
+    pub fn watch(&self, fd: RawFd, peer: Option<SocketAddr>) -> Arc<Conn> {
         let now = Instant::now();
         let conn = Arc::new(Conn {
             fd,
+            peer,
             state: Mutex::new(State {
                 armed: None,
                 cut: false,
@@ -274,7 +277,7 @@ impl Guard {
             },
             stopping,
         };
-        let action = decide(seen, &self.limits);
+        let action = decide(seen, &self.deadlines);
         let fd = conn.fd;
         match action {
             Action::Wait => return,
@@ -285,7 +288,7 @@ impl Guard {
                     .fetch_add(1, Ordering::Relaxed);
             }
             Action::Answer(code) => {
-                let _ = sock::send_now(fd, &wire::error(&answer(code)));
+                exit::refuse_raw(metrics, fd, conn.peer, "guard", &answer(code));
                 sock::shutdown(fd, Shutdown::Both);
                 count_cut(metrics, code, phase);
             }

@@ -1,7 +1,7 @@
 //! Unit tests of `guard`.
 use super::*;
 
-const LIMITS: Limits = Limits {
+const DEADLINES: Deadlines = Deadlines {
     head: Duration::from_secs(20),
     keep_alive: Duration::from_secs(5),
     drain: Duration::from_secs(5),
@@ -22,54 +22,57 @@ const NEXT: Phase = Phase::Head { first: false };
 
 #[test]
 fn a_head_gets_its_deadline_and_an_answer_when_nothing_else_is_written() {
-    assert_eq!(decide(seen(FIRST, 19, 10, 0), &LIMITS), Action::Wait);
+    assert_eq!(decide(seen(FIRST, 19, 10, 0), &DEADLINES), Action::Wait);
     assert_eq!(
-        decide(seen(FIRST, 20, 10, 0), &LIMITS),
+        decide(seen(FIRST, 20, 10, 0), &DEADLINES),
         Action::Answer(Code::RequestTimeout)
     );
     // A response is being written: tiny_http ends the connection after it.
-    assert_eq!(decide(seen(NEXT, 20, 10, 1), &LIMITS), Action::StopReading);
+    assert_eq!(
+        decide(seen(NEXT, 20, 10, 1), &DEADLINES),
+        Action::StopReading
+    );
     // A connection that never sent a byte is closed without a word.
-    assert_eq!(decide(seen(FIRST, 19, 0, 0), &LIMITS), Action::Wait);
-    assert_eq!(decide(seen(FIRST, 20, 0, 0), &LIMITS), Action::Close);
+    assert_eq!(decide(seen(FIRST, 19, 0, 0), &DEADLINES), Action::Wait);
+    assert_eq!(decide(seen(FIRST, 20, 0, 0), &DEADLINES), Action::Close);
 }
 
 #[test]
 fn an_oversized_head_is_refused_at_once_but_read_ahead_is_allowed() {
     let limit = MAX_HEAD as u64;
     assert_eq!(
-        decide(seen(FIRST, 0, limit + 1024, 0), &LIMITS),
+        decide(seen(FIRST, 0, limit + 1024, 0), &DEADLINES),
         Action::Wait
     );
     assert_eq!(
-        decide(seen(FIRST, 0, limit + 1025, 0), &LIMITS),
+        decide(seen(FIRST, 0, limit + 1025, 0), &DEADLINES),
         Action::Answer(Code::HeaderTooLarge)
     );
     assert_eq!(
-        decide(seen(NEXT, 0, limit + 1025, 1), &LIMITS),
+        decide(seen(NEXT, 0, limit + 1025, 1), &DEADLINES),
         Action::StopReading
     );
 }
 
 #[test]
 fn keep_alive_closes_idle_connections_but_never_one_awaiting_its_response() {
-    assert_eq!(decide(seen(NEXT, 4, 0, 0), &LIMITS), Action::Wait);
-    assert_eq!(decide(seen(NEXT, 5, 0, 0), &LIMITS), Action::Close);
+    assert_eq!(decide(seen(NEXT, 4, 0, 0), &DEADLINES), Action::Wait);
+    assert_eq!(decide(seen(NEXT, 5, 0, 0), &DEADLINES), Action::Close);
     // A slow handler: the client waits for us, not we for it, however long.
-    assert_eq!(decide(seen(NEXT, 6, 0, 1), &LIMITS), Action::Wait);
-    assert_eq!(decide(seen(NEXT, 600, 0, 1), &LIMITS), Action::Wait);
+    assert_eq!(decide(seen(NEXT, 6, 0, 1), &DEADLINES), Action::Wait);
+    assert_eq!(decide(seen(NEXT, 600, 0, 1), &DEADLINES), Action::Wait);
     // The first request gets the head deadline, not the keep-alive one.
-    assert_eq!(decide(seen(FIRST, 6, 0, 0), &LIMITS), Action::Wait);
+    assert_eq!(decide(seen(FIRST, 6, 0, 0), &DEADLINES), Action::Wait);
 }
 
 #[test]
 fn stopping_closes_resting_connections_only() {
     let mut s = seen(NEXT, 0, 0, 0);
     s.stopping = true;
-    assert_eq!(decide(s, &LIMITS), Action::Close);
+    assert_eq!(decide(s, &DEADLINES), Action::Close);
     s.in_flight = 1;
     assert_eq!(
-        decide(s, &LIMITS),
+        decide(s, &DEADLINES),
         Action::Wait,
         "its answer is still coming"
     );
@@ -77,9 +80,12 @@ fn stopping_closes_resting_connections_only() {
 
 #[test]
 fn a_drain_is_bounded() {
-    assert_eq!(decide(seen(Phase::Drain, 4, 0, 0), &LIMITS), Action::Wait);
     assert_eq!(
-        decide(seen(Phase::Drain, 5, 1 << 40, 0), &LIMITS),
+        decide(seen(Phase::Drain, 4, 0, 0), &DEADLINES),
+        Action::Wait
+    );
+    assert_eq!(
+        decide(seen(Phase::Drain, 5, 1 << 40, 0), &DEADLINES),
         Action::StopReading
     );
 }

@@ -8,7 +8,9 @@ use crate::http::{Method, Request};
 /// Longest request target or header value we accept (431 past it).
 const MAX_HEADER_VALUE: usize = 8 * 1024;
 
-const HEADERS: [&str; 11] = [
+/// The headers we read: those the application reads, and the framing headers, every line of
+/// each (a repeated framing line is refused, `http::framing`).
+const HEADERS: [&str; 13] = [
     "host",
     "cookie",
     "authorization",
@@ -20,23 +22,31 @@ const HEADERS: [&str; 11] = [
     "accept",
     "user-agent",
     "last-event-id",
+    "content-length",
+    "transfer-encoding",
 ];
 
-/// Converts a tiny_http request and its body into ours.
+/// Every line of the headers we read (and of the one the client address may come from), in
+/// order: read once per request, for the framing check and then for the application.
+pub fn lines(rq: &tiny_http::Request, client_header: &str) -> Vec<(String, String)> {
+    // tiny_http_fork looks headers up by name only; these are all we ever read, plus the one
+    // the client address may come from.
+    let client_header = Some(client_header).filter(|h| !HEADERS.contains(h));
+    every_line(rq.headers(), HEADERS.iter().copied().chain(client_header))
+}
+
+/// Converts a tiny_http request, its header lines (`lines`) and its body into ours.
 pub fn read_request(
     rq: &tiny_http::Request,
+    lines: Vec<(String, String)>,
     body: Vec<u8>,
-    client_header: &str,
 ) -> Result<Request, ApiError> {
     if rq.url().len() > MAX_HEADER_VALUE {
         return Err(ApiError::new(Code::HeaderTooLarge).message("The request target is too long."));
     }
     let mut req = Request::new(Method::parse(rq.method().as_str()), rq.url());
     req.peer = rq.remote_addr().copied();
-    // tiny_http_fork looks headers up by name only; these are all we ever read, plus the one
-    // the client address may come from.
-    let client_header = Some(client_header).filter(|h| !HEADERS.contains(h));
-    req.headers = every_line(rq.headers(), HEADERS.iter().copied().chain(client_header));
+    req.headers = lines;
     if req.headers.iter().any(|(_, v)| v.len() > MAX_HEADER_VALUE) {
         return Err(ApiError::new(Code::HeaderTooLarge));
     }

@@ -5,10 +5,10 @@
 //! "lingering close" of RFC 9112, section 9.6). No thread: the accept loop looks at these sockets
 //! between accepts.
 
+use crate::admission::Connections;
 use std::collections::VecDeque;
 use std::io::{self, Read};
 use std::net::{Shutdown, TcpStream};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 /// How long a refused connection may stay open for the client to finish sending and close.
@@ -25,7 +25,7 @@ pub struct Lingering {
 
 impl Lingering {
     /// Takes a connection whose answer was written. `fds` counts the descriptor while it is held.
-    pub fn add(&mut self, socket: TcpStream, fds: &AtomicUsize) {
+    pub fn add(&mut self, socket: TcpStream, fds: &Connections) {
         let _ = socket.shutdown(Shutdown::Write);
         if socket.set_nonblocking(true).is_err() {
             return;
@@ -33,20 +33,20 @@ impl Lingering {
         if self.sockets.len() >= MAX_LINGERING {
             if let Some((mut oldest, _)) = self.sockets.pop_front() {
                 drain(&mut oldest);
-                fds.fetch_sub(1, Ordering::SeqCst);
+                fds.release_fds(1);
             }
         }
-        fds.fetch_add(1, Ordering::SeqCst);
+        fds.hold_fds(1);
         self.sockets.push_back((socket, Instant::now() + LINGER));
     }
 
     /// Reads what each socket holds; closes those whose client closed or whose time is up.
-    pub fn look(&mut self, fds: &AtomicUsize) {
+    pub fn look(&mut self, fds: &Connections) {
         let now = Instant::now();
         let before = self.sockets.len();
         self.sockets
             .retain_mut(|(socket, until)| drain(socket) && *until > now);
-        fds.fetch_sub(before - self.sockets.len(), Ordering::SeqCst);
+        fds.release_fds(before - self.sockets.len());
     }
 
     pub fn is_empty(&self) -> bool {

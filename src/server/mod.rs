@@ -5,7 +5,7 @@
 //! gets a thread (`conn`) that parses request heads with tiny_http, reads bodies and hands complete
 //! requests to the workers (`worker`), which dispatch and respond. A handler that returns
 //! `Reply::Stream` gets its response head written by the worker; the stream then runs on the
-//! connection's thread (`stream`), woken by the hub, by revocation or shutdown, and by the socket
+//! connection's thread (`stream_socket`), woken by the hub, by revocation or shutdown, and by the socket
 //! watcher when the client closes or sends again.
 //!
 //! Defences against tiny_http's known defects live here (see docs/HARDENING.md):
@@ -20,32 +20,37 @@
 
 use std::io;
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{bounded, Receiver};
+use crossbeam_channel::bounded;
 use socket2::{Domain, Socket, Type};
 
+use crate::admission::{Connections, Shares};
 use crate::app::App;
 use crate::events::End;
-use crate::shares::Shares;
 
 mod accept;
+#[allow(unsafe_code)]
+mod accepted;
 mod conn;
+mod exit;
 mod guard;
 mod head;
 mod linger;
 #[allow(unsafe_code)]
 mod sched;
+mod shared;
 #[allow(unsafe_code)]
 mod sock;
-mod stream;
+mod stream_socket;
 mod wire;
 mod worker;
 
-use guard::{Guard, Limits};
+use guard::{Deadlines, Guard};
+use shared::{Incoming, Shared};
 
 /// A refused body is drained (so that the client can read our answer) at most this long.
 const DRAIN: Duration = Duration::from_secs(5);
@@ -57,44 +62,8 @@ pub struct Server {
     shared: Arc<Shared>,
 }
 
-/// State shared by the accept loop, connection threads and workers.
-struct Shared {
-    app: Arc<App>,
-    requests: Receiver<conn::Incoming>,
-    /// Open client connections (each has one thread).
-    connections: AtomicUsize,
-    /// Descriptors held by client connections: two each, one once it streams.
-    fds: AtomicUsize,
-    conn_shares: Arc<Shares>,
-    watcher: Arc<stream::Watcher>,
-}
-
-/// Which limit one more connection would pass.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Full {
-    /// As many connections (threads) as the process may hold.
-    Connections,
-    /// Not two more descriptors; connections being answered hold two until they stream.
-    Descriptors,
-}
-
-impl Shared {
-    fn full(&self) -> Option<Full> {
-        let cap = &self.app.capacity;
-        if self.connections.load(Ordering::SeqCst) >= cap.max_connections {
-            Some(Full::Connections)
-        } else if self.fds.load(Ordering::SeqCst) + 2 > cap.fd_budget {
-            Some(Full::Descriptors)
-        } else {
-            None
-        }
-    }
-}
-
-/// Listening socket with the options its accepted sockets inherit.
-/// `read_timeout` must be the `read_timeout` the server will be started with: the listener
-/// carries it plus the mark by which the accept loop finds each new socket (see `sock`), set
-/// before `listen` so that no connection arrives unmarked.
+/// Listening socket with the options its accepted sockets inherit (Linux copies the time-outs
+/// into each connection): `read_timeout` is the one the server will be started with.
 pub fn bind(addr: SocketAddr, read_timeout: Duration) -> io::Result<TcpListener> {
     let socket = Socket::new(Domain::for_address(addr), Type::STREAM, None)?;
     socket.set_reuse_address(true)?;
@@ -103,9 +72,10 @@ pub fn bind(addr: SocketAddr, read_timeout: Duration) -> io::Result<TcpListener>
         socket.set_only_v6(false)?;
     }
     // Inherited by accepted sockets on Linux. Write: a client that stops reading cannot hold a
-    // writer longer than this. Read: marked here, set to `read_timeout` once accepted.
+    // writer longer than this. Read: set again on each accepted socket (`accept`), so that a
+    // listener bound elsewhere serves with the configured time-out too.
     socket.set_write_timeout(Some(Duration::from_secs(10)))?;
-    socket.set_read_timeout(Some(read_timeout + sock::MARK))?;
+    socket.set_read_timeout(Some(read_timeout))?;
     socket.bind(&addr.into())?;
     // A reconnect storm after a restart arrives at once; the kernel caps this at somaxconn.
     socket.listen(4096)?;
@@ -115,26 +85,26 @@ pub fn bind(addr: SocketAddr, read_timeout: Duration) -> io::Result<TcpListener>
 impl Server {
     pub fn start(app: Arc<App>, listener: TcpListener) -> io::Result<Server> {
         let addr = listener.local_addr()?;
-        let mark = sock::listener_mark(&listener, app.config.read_timeout)?;
-        let guard = Guard::new(Limits {
+        // Without our `accept4` the accept loop could not know a connection's socket.
+        accepted::check_linked()?;
+        let guard = Guard::new(Deadlines {
             head: app.config.header_timeout,
             keep_alive: app.config.keep_alive,
             drain: DRAIN,
         });
         guard.spawn(app.stopping.clone(), app.metrics.clone())?;
-        let (tx, rx) = bounded::<conn::Incoming>(app.config.workers * 4);
+        let (tx, rx) = bounded::<Incoming>(app.config.workers * 4);
         let shared = Arc::new(Shared {
             app: app.clone(),
             requests: rx,
-            connections: AtomicUsize::new(0),
-            fds: AtomicUsize::new(0),
+            connections: Connections::new(app.capacity.max_connections, app.capacity.fd_budget),
             conn_shares: Shares::new(app.capacity.max_connections, app.config.client_share),
-            watcher: stream::Watcher::start(app.stopping.clone())?,
+            watcher: stream_socket::Watcher::start(app.stopping.clone())?,
         });
         let accept_shared = shared.clone();
         thread::Builder::new()
             .name("accept".into())
-            .spawn(move || accept::run(&listener, mark, &guard, tx, &accept_shared))?;
+            .spawn(move || accept::run(&listener, &guard, tx, &accept_shared))?;
         let workers = (0..app.config.workers)
             .map(|i| {
                 let shared = shared.clone();
@@ -153,7 +123,7 @@ impl Server {
 
     /// Open client connections.
     pub fn connections(&self) -> usize {
-        self.shared.connections.load(Ordering::Relaxed)
+        self.shared.connections.open()
     }
 
     /// Stops taking requests, lets workers finish the request in hand, ends open streams, and

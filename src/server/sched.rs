@@ -1,5 +1,5 @@
-//! How the server's own threads are scheduled: the two calls to the kernel's scheduler, beside
-//! `sock.rs` the only unsafe code of the crate.
+//! How the server's own threads are scheduled: the two calls to the kernel's scheduler (with
+//! `sock.rs` and `accepted.rs`, the only unsafe code of the crate).
 
 use std::io;
 
@@ -23,8 +23,9 @@ pub fn batch_scheduling() -> io::Result<()> {
 /// Gives the calling thread the lowest priority (nice 19): under contention it gets only the
 /// CPU no other thread wants. An unprivileged thread cannot raise it again.
 pub fn lowest_priority() -> io::Result<()> {
-    // SAFETY: gettid takes no arguments; setpriority with a thread id only reads its arguments.
-    let tid = unsafe { libc::syscall(libc::SYS_gettid) } as libc::id_t;
-    check(unsafe { libc::setpriority(libc::PRIO_PROCESS, tid, 19) })?;
+    // On Linux the nice value is a thread's, and `who` 0 is the calling thread (the kernel's
+    // `current`), not the whole process.
+    // SAFETY: setpriority takes no pointers; it only reads its three integers.
+    check(unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, 19) })?;
     Ok(())
 }

@@ -1,26 +1,16 @@
 //! The few socket calls we make on descriptors that tiny_http owns. tiny_http_fork accepts a
 //! connection and keeps its two descriptors (a read half and a write half, `dup`s of one socket)
-//! to itself, so the connection guard finds the socket by number and acts on it through these
-//! calls. This is the crate's only unsafe code: each function is one libc call on a descriptor
-//! number, and none of them closes or takes ownership of it.
-//!
-//! Finding the socket: every accepted socket inherits the listener's receive time-out, which
-//! `mark_listener` sets to a value nothing else uses (the configured read time-out plus a few
-//! jiffies). Right after tiny_http's `accept`, the one socket that still carries that mark, is
-//! bound to the listening address and is not the listener is the new connection; the accept loop
-//! then gives it the real time-out, which removes the mark. Only the accept loop accepts, so at
-//! most one socket is marked at a time.
+//! to itself; the accept loop learns the accepted one (the write half) exactly (`accepted`), and
+//! the guard and the stream act on the socket through these calls. Each function is one libc
+//! call on a descriptor number, and none of them closes or takes ownership of one it was given.
 
 use std::io;
 use std::mem::size_of;
-use std::net::{Shutdown, SocketAddr, TcpListener};
-use std::os::fd::{AsRawFd, RawFd};
+use std::net::{Shutdown, SocketAddr};
+use std::os::fd::RawFd;
 use std::time::Duration;
 
 use socket2::SockAddr;
-
-/// Added to the read time-out to mark fresh sockets; several jiffies at any kernel HZ.
-pub const MARK: Duration = Duration::from_millis(37);
 
 fn check(rc: libc::c_int) -> io::Result<libc::c_int> {
     if rc < 0 {
@@ -50,13 +40,6 @@ fn timeval(d: Duration) -> libc::timeval {
     }
 }
 
-/// The receive time-out of a socket, as the kernel rounded it.
-pub fn read_timeout(fd: RawFd) -> io::Result<Duration> {
-    let mut tv = timeval(Duration::ZERO);
-    getsockopt(fd, libc::SOL_SOCKET, libc::SO_RCVTIMEO, &mut tv)?;
-    Ok(Duration::new(tv.tv_sec as u64, tv.tv_usec as u32 * 1000))
-}
-
 pub fn set_read_timeout(fd: RawFd, d: Duration) -> io::Result<()> {
     let tv = timeval(d);
     // SAFETY: passes a valid timeval and its size.
@@ -70,27 +53,6 @@ pub fn set_read_timeout(fd: RawFd, d: Duration) -> io::Result<()> {
         )
     })?;
     Ok(())
-}
-
-/// The mark of a listener bound by `server::bind` (its receive time-out, as the kernel stores
-/// it). A listener bound otherwise is marked now; connections already queued on it will not be
-/// found, and are closed.
-pub fn listener_mark(listener: &TcpListener, read_timeout: Duration) -> io::Result<Duration> {
-    let fd = listener.as_raw_fd();
-    let distinct = |mark: Duration| mark.abs_diff(read_timeout) >= Duration::from_millis(20);
-    let mark = self::read_timeout(fd)?;
-    if distinct(mark) && !mark.is_zero() {
-        return Ok(mark);
-    }
-    log::warn!("the listener was not bound by server::bind; marking it now");
-    set_read_timeout(fd, read_timeout + MARK)?;
-    let mark = self::read_timeout(fd)?;
-    if !distinct(mark) {
-        return Err(io::Error::other(
-            "the kernel cannot tell the mark from the read time-out",
-        ));
-    }
-    Ok(mark)
 }
 
 /// Waits until `fd` is readable (for a listener: a connection is waiting), at most `timeout`.
@@ -107,81 +69,6 @@ pub fn wait_readable(fd: RawFd, timeout: Duration) -> io::Result<bool> {
         Err(e) if e.kind() == io::ErrorKind::Interrupted => Ok(false),
         Err(e) => Err(e),
     }
-}
-
-/// The lowest descriptor number not in use right now: where the next `accept` usually lands.
-pub fn lowest_free(any: RawFd) -> io::Result<RawFd> {
-    // SAFETY: duplicates a descriptor we hold and closes the duplicate we just made.
-    let fd = check(unsafe { libc::fcntl(any, libc::F_DUPFD_CLOEXEC, 0) })?;
-    unsafe { libc::close(fd) };
-    Ok(fd)
-}
-
-fn local_addr(fd: RawFd) -> io::Result<SocketAddr> {
-    // SAFETY: socket2 hands us storage and its length for getsockname to fill.
-    let ((), addr) = unsafe {
-        SockAddr::try_init(|storage, len| {
-            check(libc::getsockname(fd, storage.cast(), len)).map(|_| ())
-        })
-    }?;
-    addr.as_socket()
-        .ok_or_else(|| io::Error::other("not an IP socket"))
-}
-
-/// Whether `fd` is the freshly accepted connection: marked, reached through `listen`, not
-/// listening.
-fn is_fresh(fd: RawFd, listener: RawFd, listen: SocketAddr, mark: Duration) -> bool {
-    if fd == listener || read_timeout(fd).ok() != Some(mark) {
-        return false;
-    }
-    let mut accepting: libc::c_int = 0;
-    if getsockopt(fd, libc::SOL_SOCKET, libc::SO_ACCEPTCONN, &mut accepting).is_err()
-        || accepting != 0
-    {
-        return false;
-    }
-    local_addr(fd).is_ok_and(|local| serves(listen, local))
-}
-
-/// Whether a connection whose local end is `local` came in through a listener bound to
-/// `listen`: same port, and the same address unless the listener is a wildcard (`0.0.0.0`,
-/// `[::]`, whose connections carry the concrete address they reached, IPv4 ones on `[::]` as
-/// IPv4-mapped IPv6).
-fn serves(listen: SocketAddr, local: SocketAddr) -> bool {
-    local.port() == listen.port() && (listen.ip().is_unspecified() || local.ip() == listen.ip())
-}
-
-/// Finds a descriptor of the connection tiny_http has just accepted from `listener`: first at
-/// and just above `hint`, else among all open descriptors. It is usually the accepted one (the
-/// write half), but may be the `try_clone` tiny_http reads from (another thread can free a lower
-/// number meanwhile): both are the same socket while the connection lives, and `find_by_ends`
-/// finds the survivor once the read half is gone.
-pub fn find_fresh(listener: &TcpListener, mark: Duration, hint: Option<RawFd>) -> Option<RawFd> {
-    let lfd = listener.as_raw_fd();
-    let listen = listener.local_addr().ok()?;
-    if let Some(h) = hint {
-        if let Some(fd) = (h..h + 16).find(|&fd| is_fresh(fd, lfd, listen, mark)) {
-            return Some(fd);
-        }
-    }
-    open_descriptors().find(|&fd| is_fresh(fd, lfd, listen, mark))
-}
-
-fn open_descriptors() -> impl Iterator<Item = RawFd> {
-    std::fs::read_dir("/proc/self/fd")
-        .into_iter()
-        .flatten()
-        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<RawFd>().ok())
-}
-
-/// The descriptor whose connection has these ends (see `ends`), if one is open.
-pub fn find_by_ends(ends: (SocketAddr, SocketAddr)) -> Option<RawFd> {
-    open_descriptors().find(|&fd| self::ends(fd) == Some(ends))
-}
-
-/// The two ends of a connection: what tells one TCP connection from every other.
-pub fn ends(fd: RawFd) -> Option<(SocketAddr, SocketAddr)> {
-    Some((local_addr(fd).ok()?, peer_addr(fd).ok()?))
 }
 
 /// Offset of `tcpi_bytes_received` in Linux's `struct tcp_info` (since Linux 4.1).
@@ -220,9 +107,11 @@ pub fn shutdown(fd: RawFd, how: Shutdown) {
 /// read or write on any descriptor of the socket fails. Unlike `shutdown`, this also stops a
 /// reader that the peer keeps feeding.
 pub fn abort(fd: RawFd) -> io::Result<()> {
-    // SAFETY: a zeroed sockaddr with family AF_UNSPEC and its size.
-    let mut addr: libc::sockaddr = unsafe { std::mem::zeroed() };
-    addr.sa_family = libc::AF_UNSPEC as libc::sa_family_t;
+    let addr = libc::sockaddr {
+        sa_family: libc::AF_UNSPEC as libc::sa_family_t,
+        sa_data: [0; 14],
+    };
+    // SAFETY: a valid sockaddr of family AF_UNSPEC and its size; the kernel only reads it.
     check(unsafe { libc::connect(fd, &addr, size_of::<libc::sockaddr>() as libc::socklen_t) })?;
     Ok(())
 }

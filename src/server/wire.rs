@@ -1,17 +1,14 @@
 //! Responses written straight to a socket, where tiny_http cannot write them: the guard's answer
-//! to a head that is too slow or too large, and the refusal of a connection past capacity. The
-//! body and status come from the one error mapping (`Response::from_error`); this only frames
-//! them as a complete HTTP/1.1 response that closes the connection.
+//! to a head that is too slow or too large, and the refusal of a connection past capacity or
+//! over its share (`exit::refuse_raw`). This only frames a response, headers and all, as a
+//! complete HTTP/1.1 response that closes the connection.
 
-use crate::error::ApiError;
 use crate::http::Response;
 
-/// A complete `Connection: close` response for `e`.
-pub fn error(e: &ApiError) -> Vec<u8> {
-    let r = Response::from_error(e);
+/// `r` as a complete `Connection: close` response.
+pub fn close(r: &Response) -> Vec<u8> {
     let mut out = format!(
-        "HTTP/1.1 {} {}\r\nContent-Length: {}\r\nX-Content-Type-Options: nosniff\r\n\
-         Connection: close\r\n",
+        "HTTP/1.1 {} {}\r\nContent-Length: {}\r\nConnection: close\r\n",
         r.status,
         reason(r.status),
         r.body.len()
@@ -38,11 +35,12 @@ fn reason(status: u16) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::error::Code;
+    use crate::error::{ApiError, Code};
 
     #[test]
     fn answers_are_complete_json_responses_with_their_headers() {
-        let raw = String::from_utf8(error(&ApiError::new(Code::Unavailable))).unwrap();
+        let r = Response::from_error(&ApiError::new(Code::Unavailable));
+        let raw = String::from_utf8(close(&r)).unwrap();
         let (head, body) = raw.split_once("\r\n\r\n").unwrap();
         assert!(
             head.starts_with("HTTP/1.1 503 Service Unavailable\r\n"),

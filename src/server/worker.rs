@@ -5,14 +5,14 @@
 use std::io::Write;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crossbeam_channel::RecvTimeoutError;
 
-use super::conn::{Incoming, Outcome};
-use super::{stream, Shared};
+use super::shared::{Incoming, Outcome, Shared};
+use super::{exit, stream_socket};
 use crate::app::Reply;
-use crate::error::{ApiError, Code};
+use crate::error::ApiError;
 use crate::events::StreamPlan;
 use crate::http::Response;
 use crate::router;
@@ -51,58 +51,19 @@ fn handle(shared: &Shared, incoming: Incoming) {
     };
     let response = match result {
         Ok(Reply::Stream(plan)) => {
-            app.metrics.observe(route, 200, started.elapsed());
+            exit::stream_head(&app.metrics, &rq, route, started);
             let _ = outcome.send(start_stream(rq, plan));
             return;
         }
         Ok(Reply::Response(response)) => response,
         Err(e) => {
-            log_error(route, &e);
+            exit::log_error(route, &e);
             Response::from_error(&e)
         }
     };
-    answer(shared, rq, route, response, started);
+    exit::respond(&app.metrics, rq, route, response, started);
     drop(done);
     let _ = outcome.send(Outcome::Answered);
-}
-
-/// Writes a complete response and counts it.
-pub fn answer(
-    shared: &Shared,
-    rq: tiny_http::Request,
-    route: &'static str,
-    response: Response,
-    started: Instant,
-) {
-    let path = rq.url().split('?').next().unwrap_or("").to_string();
-    shared
-        .app
-        .metrics
-        .observe(route, response.status, started.elapsed());
-    respond(rq, router::finish(&path, response));
-}
-
-pub fn log_error(route: &str, e: &ApiError) {
-    match (&e.more.log_detail, e.code) {
-        (Some(detail), Code::Internal) => log::error!("{route}: {detail}"),
-        (Some(detail), _) => log::warn!("{route}: {}: {detail}", e.code.as_str()),
-        // A rate-limit refusal is counted in /metrics, never logged: a flood costs no log line.
-        (None, Code::RateLimited) => {}
-        (None, _) => log::debug!("{route}: {}", e.code.as_str()),
-    }
-}
-
-pub fn respond(rq: tiny_http::Request, response: Response) {
-    let mut out = tiny_http::Response::from_data(response.body).with_status_code(response.status);
-    for (name, value) in &response.headers {
-        match tiny_http::Header::from_bytes(name.as_bytes(), value.as_bytes()) {
-            Ok(h) => out.add_header(h),
-            Err(_) => log::error!("dropped an invalid response header {name}"),
-        }
-    }
-    if let Err(e) = rq.respond(out) {
-        log::debug!("response not delivered: {e}");
-    }
 }
 
 /// Writes the event-stream head on the raw connection. The body is chunked, so that ending a
@@ -126,7 +87,7 @@ fn start_stream(rq: tiny_http::Request, plan: StreamPlan) -> Outcome {
     {
         return Outcome::Close;
     }
-    Outcome::Stream(Box::new(stream::Start {
+    Outcome::Stream(Box::new(stream_socket::Start {
         plan,
         writer,
         chunked: !http10,

@@ -76,6 +76,11 @@ impl Spawned {
         }
     }
 
+    /// The server's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// The log lines so far.
     pub fn log(&self) -> Vec<String> {
         self.log.lock().unwrap().clone()

@@ -33,9 +33,11 @@ pub fn database_url() -> String {
             .rsplit_once('-')
             .map_or(stem.as_str(), |(b, _)| b)
             .to_string();
+        // A copy of a test binary running beside it (in a namespace of its own) names its own.
+        let copy = std::env::var("CONSOLED_TEST_DATABASE_SUFFIX").unwrap_or_default();
         let name = format!(
             "consoled_t_{}",
-            binary.replace(|c: char| !c.is_ascii_alphanumeric(), "_")
+            (binary + &copy).replace(|c: char| !c.is_ascii_alphanumeric(), "_")
         );
         let mut admin =
             postgres::Client::connect(&base, postgres::NoTls).expect("connect to DATABASE_URL");

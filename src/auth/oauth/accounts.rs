@@ -15,7 +15,7 @@
 //! `auth::prove_address`): whoever created them never proved they own the address, while the
 //! person now signing in has (the "pre-hijacked account" attack).
 
-use super::{Identity, Provider, Refusal};
+use super::{Declined, Identity, Provider};
 use crate::app::App;
 use crate::auth;
 use crate::db::users::{self, User};
@@ -30,7 +30,7 @@ pub fn sign_in(
     req: &Request,
     provider: Provider,
     identity: &Identity,
-) -> Result<Response, Refusal> {
+) -> Result<Response, Declined> {
     let mut c = db::conn(&app.pool)?;
     let mut tx = c.transaction()?;
     let user = resolve(&mut tx, provider, identity)?;
@@ -50,19 +50,20 @@ fn resolve(
     tx: &mut impl db::Sql,
     provider: Provider,
     identity: &Identity,
-) -> Result<User, Refusal> {
+) -> Result<User, Declined> {
     let email = match &identity.email {
         Some(email) if identity.email_verified => email,
         Some(_) => {
-            return Err(Refusal::unverified(
+            return Err(Declined::unverified(
                 "the provider has not verified the address",
             ))
         }
-        None => return Err(Refusal::unverified("the provider gave no email address")),
+        None => return Err(Declined::unverified("the provider gave no email address")),
     };
     if let Some(user_id) = identities::find_user(tx, provider.name(), &identity.subject)? {
         identities::update_email(tx, provider.name(), &identity.subject, Some(email.as_str()))?;
-        return users::find(tx, user_id)?.ok_or_else(|| Refusal::failed("the linked user is gone"));
+        return users::find(tx, user_id)?
+            .ok_or_else(|| Declined::failed("the linked user is gone"));
     }
     match users::find_by_email(tx, email)? {
         Some(user) => link_existing(tx, provider, identity, user),
@@ -75,7 +76,7 @@ fn link_existing(
     provider: Provider,
     identity: &Identity,
     user: User,
-) -> Result<User, Refusal> {
+) -> Result<User, Declined> {
     link(tx, provider, identity, user.id)?;
     if !user.email_verified {
         auth::prove_address(tx, user.id, Some((provider.name(), &identity.subject)))?;
@@ -83,7 +84,7 @@ fn link_existing(
         sessions::delete_for_user(tx, user.id, None)?;
     }
     log::info!("oauth {provider}: linked to existing user_id={}", user.id);
-    users::find(tx, user.id)?.ok_or_else(|| Refusal::failed("the user is gone"))
+    users::find(tx, user.id)?.ok_or_else(|| Declined::failed("the user is gone"))
 }
 
 fn create(
@@ -91,11 +92,11 @@ fn create(
     provider: Provider,
     identity: &Identity,
     email: &Email,
-) -> Result<User, Refusal> {
+) -> Result<User, Declined> {
     let name = display_name(&identity.name, email);
     // Only a verified address gets this far (see `resolve`).
     let user = users::insert(tx, email, &name, None, true)?
-        .ok_or_else(|| Refusal::failed("the address was taken concurrently"))?;
+        .ok_or_else(|| Declined::failed("the address was taken concurrently"))?;
     orgs::create_personal(tx, user.id, &name)?;
     link(tx, provider, identity, user.id)?;
     log::info!("oauth {provider}: new user_id={}", user.id);
@@ -107,12 +108,12 @@ fn link(
     provider: Provider,
     identity: &Identity,
     user_id: i64,
-) -> Result<(), Refusal> {
+) -> Result<(), Declined> {
     let email = identity.email.as_ref().map(Email::as_str);
     if identities::link(tx, provider.name(), &identity.subject, user_id, email)? {
         Ok(())
     } else {
-        Err(Refusal::failed("the identity was linked concurrently"))
+        Err(Declined::failed("the identity was linked concurrently"))
     }
 }
 

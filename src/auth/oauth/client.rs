@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde_json::{Map, Value};
 
-use super::{printable, Refusal};
+use super::{printable, Declined};
 use crate::config::ProviderConfig;
 use crate::http::form_decode;
 
@@ -47,7 +47,7 @@ pub struct Exchange<'a> {
 
 impl Exchange<'_> {
     /// Trades the code for tokens (RFC 6749 4.1.3 with the PKCE verifier); the token answer.
-    pub fn tokens(&self) -> Result<Map<String, Value>, Refusal> {
+    pub fn tokens(&self) -> Result<Map<String, Value>, Declined> {
         let form = [
             ("grant_type", "authorization_code"),
             ("code", self.code),
@@ -66,12 +66,12 @@ impl Exchange<'_> {
             .build();
         let answer = read(request.send_form(form), "token endpoint")?;
         let Value::Object(fields) = answer.fields else {
-            return Err(Refusal::failed("token endpoint: answer is not an object"));
+            return Err(Declined::failed("token endpoint: answer is not an object"));
         };
         let has_token = fields.get("access_token").and_then(Value::as_str).is_some();
         if answer.status != 200 || !has_token {
             let error = fields.get("error").and_then(Value::as_str).unwrap_or("");
-            return Err(Refusal::failed(format!(
+            return Err(Declined::failed(format!(
                 "token endpoint: status {} error {:?}",
                 answer.status,
                 printable(error)
@@ -81,7 +81,7 @@ impl Exchange<'_> {
     }
 
     /// GET with the access token; the answer must be 200 JSON.
-    pub fn get(&self, url: &str, access_token: &str, accept: &str) -> Result<Value, Refusal> {
+    pub fn get(&self, url: &str, access_token: &str, accept: &str) -> Result<Value, Declined> {
         let request = agent()
             .get(url)
             .header("Authorization", format!("Bearer {access_token}"))
@@ -93,7 +93,10 @@ impl Exchange<'_> {
         let what = url.rsplit('/').next().unwrap_or("api");
         let answer = read(request.call(), what)?;
         if answer.status != 200 {
-            return Err(Refusal::failed(format!("{what}: status {}", answer.status)));
+            return Err(Declined::failed(format!(
+                "{what}: status {}",
+                answer.status
+            )));
         }
         Ok(answer.fields)
     }
@@ -102,15 +105,15 @@ impl Exchange<'_> {
 fn read(
     result: Result<ureq::http::Response<ureq::Body>, ureq::Error>,
     what: &str,
-) -> Result<Answer, Refusal> {
-    let mut response = result.map_err(|e| Refusal::failed(format!("{what}: {e}")))?;
+) -> Result<Answer, Declined> {
+    let mut response = result.map_err(|e| Declined::failed(format!("{what}: {e}")))?;
     let status = response.status().as_u16();
     let body = response
         .body_mut()
         .with_config()
         .limit(MAX_ANSWER)
         .read_to_string()
-        .map_err(|e| Refusal::failed(format!("{what}: reading the answer: {e}")))?;
+        .map_err(|e| Declined::failed(format!("{what}: reading the answer: {e}")))?;
     Ok(Answer {
         status,
         fields: parse_fields(&body),

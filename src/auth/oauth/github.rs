@@ -4,24 +4,24 @@
 use serde_json::Value;
 
 use super::client::Exchange;
-use super::{Identity, Refusal};
+use super::{Declined, Identity};
 use crate::http::json::Email;
 
 const ACCEPT: &str = "application/vnd.github+json";
 
-pub fn identity(exchange: &Exchange) -> Result<Identity, Refusal> {
+pub fn identity(exchange: &Exchange) -> Result<Identity, Declined> {
     let tokens = exchange.tokens()?;
     let access_token = tokens["access_token"].as_str().unwrap_or_default();
     let api = &exchange.config.api_url;
     let user = exchange.get(&format!("{api}/user"), access_token, ACCEPT)?;
     let id = user["id"]
         .as_u64()
-        .ok_or_else(|| Refusal::failed("github: /user without a numeric id"))?;
+        .ok_or_else(|| Declined::failed("github: /user without a numeric id"))?;
     let emails = exchange.get(&format!("{api}/user/emails"), access_token, ACCEPT)?;
     let email = primary_verified(&emails)
-        .ok_or_else(|| Refusal::unverified("github: no verified primary email"))?;
+        .ok_or_else(|| Declined::unverified("github: no verified primary email"))?;
     let email = Email::parse(email)
-        .map_err(|_| Refusal::failed("github: the primary address is not an email address"))?;
+        .map_err(|_| Declined::failed("github: the primary address is not an email address"))?;
     let name = [&user["name"], &user["login"]]
         .into_iter()
         .filter_map(Value::as_str)

@@ -8,20 +8,20 @@
 use serde_json::Value;
 
 use super::client::Exchange;
-use super::{Identity, Refusal};
+use super::{Declined, Identity};
 use crate::crypto::{b64url_decode, constant_time_eq, unix_now};
 use crate::http::json::Email;
 
 const ISSUERS: [&str; 2] = ["https://accounts.google.com", "accounts.google.com"];
 
-pub fn identity(exchange: &Exchange, nonce: Option<&str>) -> Result<Identity, Refusal> {
+pub fn identity(exchange: &Exchange, nonce: Option<&str>) -> Result<Identity, Declined> {
     let tokens = exchange.tokens()?;
     let id_token = tokens
         .get("id_token")
         .and_then(Value::as_str)
-        .ok_or_else(|| Refusal::failed("google: no id_token"))?;
+        .ok_or_else(|| Declined::failed("google: no id_token"))?;
     let claims = decode_claims(id_token)?;
-    let nonce = nonce.ok_or_else(|| Refusal::failed("google: state without nonce"))?;
+    let nonce = nonce.ok_or_else(|| Declined::failed("google: state without nonce"))?;
     check_claims(&claims, &exchange.config.client_id, nonce, unix_now())?;
     let subject = claims["sub"].as_str().unwrap_or_default().to_string();
     let (email, email_verified) = match claims.get("email").and_then(Value::as_str) {
@@ -43,9 +43,9 @@ pub fn identity(exchange: &Exchange, nonce: Option<&str>) -> Result<Identity, Re
 }
 
 /// The payload of a compact JWS, not verified (see the module comment).
-fn decode_claims(jwt: &str) -> Result<Value, Refusal> {
+fn decode_claims(jwt: &str) -> Result<Value, Declined> {
     let parts: Vec<&str> = jwt.split('.').collect();
-    let invalid = || Refusal::failed("google: id_token is not a JWT");
+    let invalid = || Declined::failed("google: id_token is not a JWT");
     if parts.len() != 3 {
         return Err(invalid());
     }
@@ -57,28 +57,28 @@ fn decode_claims(jwt: &str) -> Result<Value, Refusal> {
 }
 
 /// OpenID Connect Core 3.1.3.7 steps 2, 3, 9 and 11 (the ones that apply without keys).
-fn check_claims(claims: &Value, client_id: &str, nonce: &str, now: u64) -> Result<(), Refusal> {
+fn check_claims(claims: &Value, client_id: &str, nonce: &str, now: u64) -> Result<(), Declined> {
     let iss = claims["iss"].as_str().unwrap_or_default();
     if !ISSUERS.contains(&iss) {
-        return Err(Refusal::failed(format!(
+        return Err(Declined::failed(format!(
             "google: wrong iss {:?}",
             super::printable(iss)
         )));
     }
     if !audience_ok(claims, client_id) {
-        return Err(Refusal::failed("google: wrong aud"));
+        return Err(Declined::failed("google: wrong aud"));
     }
     match claims["exp"].as_f64() {
         Some(exp) if exp > now as f64 => {}
-        _ => return Err(Refusal::failed("google: id_token expired or without exp")),
+        _ => return Err(Declined::failed("google: id_token expired or without exp")),
     }
     let token_nonce = claims["nonce"].as_str().unwrap_or_default();
     if !constant_time_eq(token_nonce.as_bytes(), nonce.as_bytes()) {
-        return Err(Refusal::failed("google: nonce does not match"));
+        return Err(Declined::failed("google: nonce does not match"));
     }
     match claims["sub"].as_str() {
         Some(sub) if !sub.is_empty() && sub.len() <= 255 => Ok(()),
-        _ => Err(Refusal::failed("google: no sub")),
+        _ => Err(Declined::failed("google: no sub")),
     }
 }
 
@@ -105,10 +105,10 @@ fn userinfo(
     exchange: &Exchange,
     access_token: &str,
     subject: &str,
-) -> Result<(Option<String>, bool), Refusal> {
+) -> Result<(Option<String>, bool), Declined> {
     let info = exchange.get(&exchange.config.api_url, access_token, "application/json")?;
     if info["sub"].as_str() != Some(subject) {
-        return Err(Refusal::failed(
+        return Err(Declined::failed(
             "google: userinfo describes another subject",
         ));
     }

@@ -97,14 +97,14 @@ pub struct Identity {
 /// Why a callback did not sign anyone in. `reason` is for the log only and never carries a
 /// secret; the browser learns only `code`: `oauth_denied`, `email_unverified` or `oauth_failed`.
 #[derive(Debug)]
-pub struct Refusal {
+pub struct Declined {
     code: &'static str,
     reason: String,
 }
 
-impl Refusal {
-    pub fn failed(reason: impl Into<String>) -> Refusal {
-        Refusal {
+impl Declined {
+    pub fn failed(reason: impl Into<String>) -> Declined {
+        Declined {
             code: "oauth_failed",
             reason: reason.into(),
         }
@@ -112,15 +112,15 @@ impl Refusal {
 
     /// The provider gave no address it has verified: the person may not own it, so the
     /// identity may neither create, enter nor be linked to an account.
-    pub fn unverified(reason: impl Into<String>) -> Refusal {
-        Refusal {
+    pub fn unverified(reason: impl Into<String>) -> Declined {
+        Declined {
             code: "email_unverified",
             reason: reason.into(),
         }
     }
 
-    fn denied() -> Refusal {
-        Refusal {
+    fn denied() -> Declined {
+        Declined {
             code: "oauth_denied",
             reason: "the user declined at the provider".into(),
         }
@@ -131,16 +131,16 @@ impl Refusal {
     }
 }
 
-impl From<ApiError> for Refusal {
-    fn from(e: ApiError) -> Refusal {
+impl From<ApiError> for Declined {
+    fn from(e: ApiError) -> Declined {
         let detail = e.more.log_detail.clone();
-        Refusal::failed(detail.unwrap_or_else(|| e.code.as_str().to_string()))
+        Declined::failed(detail.unwrap_or_else(|| e.code.as_str().to_string()))
     }
 }
 
-impl From<postgres::Error> for Refusal {
-    fn from(e: postgres::Error) -> Refusal {
-        Refusal::from(ApiError::from(e))
+impl From<postgres::Error> for Declined {
+    fn from(e: postgres::Error) -> Declined {
+        Declined::from(ApiError::from(e))
     }
 }
 
@@ -189,7 +189,7 @@ fn store_attempt(app: &App, req: &Request, attempt: &NewState) -> ApiResult<()> 
     let mut tx = c.transaction()?;
     let bucket = Bucket::OAuthStart(req.client(&app.config.client_source));
     if let Some(wait) = rate::take(&mut tx, &app.config.limits, &bucket)? {
-        return Err(ApiError::rate_limited(wait));
+        return Err(crate::admission::Refusal::Budget { wait, what: None }.into());
     }
     oauth_states::purge_expired(&mut tx)?;
     oauth_states::insert(&mut tx, attempt)?;
@@ -249,22 +249,22 @@ fn complete(
     req: &Request,
     provider: Provider,
     config: &ProviderConfig,
-) -> Result<Response, Refusal> {
+) -> Result<Response, Declined> {
     // Consumed before anything else, so that no outcome leaves it usable.
     let stored = take_state(app, req)?;
     if let Some(error) = req.query_param("error") {
         return Err(if error == "access_denied" {
-            Refusal::denied()
+            Declined::denied()
         } else {
-            Refusal::failed(format!("provider error {:?}", printable(&error)))
+            Declined::failed(format!("provider error {:?}", printable(&error)))
         });
     }
-    let stored = stored.ok_or_else(|| Refusal::failed("missing or unknown state"))?;
+    let stored = stored.ok_or_else(|| Declined::failed("missing or unknown state"))?;
     check_state(req, provider, &stored)?;
     let code = req
         .query_param("code")
         .filter(|c| !c.is_empty() && c.len() <= 2048)
-        .ok_or_else(|| Refusal::failed("missing code"))?;
+        .ok_or_else(|| Declined::failed("missing code"))?;
     let exchange = client::Exchange {
         config,
         code: &code,
@@ -280,7 +280,7 @@ fn complete(
 }
 
 /// Deletes and returns the attempt named by the `state` parameter, if any.
-fn take_state(app: &App, req: &Request) -> Result<Option<StoredState>, Refusal> {
+fn take_state(app: &App, req: &Request) -> Result<Option<StoredState>, Declined> {
     let Some(state) = req.query_param("state").filter(|s| s.len() <= 256) else {
         return Ok(None);
     };
@@ -289,21 +289,21 @@ fn take_state(app: &App, req: &Request) -> Result<Option<StoredState>, Refusal> 
 }
 
 /// The attempt must be this provider's (mix-up defence), this browser's, and not expired.
-fn check_state(req: &Request, provider: Provider, stored: &StoredState) -> Result<(), Refusal> {
+fn check_state(req: &Request, provider: Provider, stored: &StoredState) -> Result<(), Declined> {
     if stored.provider != provider.name() {
-        return Err(Refusal::failed(format!(
+        return Err(Declined::failed(format!(
             "state of provider {} used on {provider}",
             stored.provider
         )));
     }
     let binding = req
         .cookie(STATE_COOKIE)
-        .ok_or_else(|| Refusal::failed("no binding cookie"))?;
+        .ok_or_else(|| Declined::failed("no binding cookie"))?;
     if !constant_time_eq(&token_hash(&binding), &stored.binding_hash) {
-        return Err(Refusal::failed("binding cookie does not match the state"));
+        return Err(Declined::failed("binding cookie does not match the state"));
     }
     if stored.expired {
-        return Err(Refusal::failed("state expired"));
+        return Err(Declined::failed("state expired"));
     }
     Ok(())
 }

@@ -1,28 +1,28 @@
-//! Fair shares: how many connections or streams one client address holds, so that no single
-//! address takes more than its share of what this instance can hold. A `Ticket` is one unit held;
-//! dropping it gives the unit back.
+//! Fair shares: how many connections or streams one client holds, so that no single client takes
+//! more than its share of what this instance can hold. A client is what every limit counts
+//! (`http::client::Client`: an IPv4 address, or an IPv6 /64), for connections and streams alike.
+//! A `Ticket` is one unit held; dropping it gives the unit back.
 
 use std::collections::HashMap;
-use std::hash::Hash;
-use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
 
-/// Counts per address (`K`: an `IpAddr`, or the `Client` a request resolves to) against a fixed
-/// per-address limit.
-pub struct Shares<K = IpAddr> {
+use crate::http::client::Client;
+
+/// Counts per client against a fixed per-client limit.
+pub struct Shares {
     limit: usize,
-    held: Mutex<HashMap<K, usize>>,
+    held: Mutex<HashMap<Client, usize>>,
 }
 
-/// One unit held by an address.
-pub struct Ticket<K: Eq + Hash + Copy = IpAddr> {
-    shares: Arc<Shares<K>>,
-    ip: K,
+/// One unit held by a client.
+pub struct Ticket {
+    shares: Arc<Shares>,
+    ip: Client,
 }
 
-impl<K: Eq + Hash + Copy> Shares<K> {
+impl Shares {
     /// `fraction` of `capacity` per address (at least one).
-    pub fn new(capacity: usize, fraction: f64) -> Arc<Shares<K>> {
+    pub fn new(capacity: usize, fraction: f64) -> Arc<Shares> {
         let limit = ((capacity as f64 * fraction).floor() as usize).max(1);
         Arc::new(Shares {
             limit,
@@ -35,7 +35,7 @@ impl<K: Eq + Hash + Copy> Shares<K> {
     }
 
     /// Takes a unit for `ip`, unless it already holds its share.
-    pub fn take(self: &Arc<Self>, ip: K) -> Option<Ticket<K>> {
+    pub fn take(self: &Arc<Self>, ip: Client) -> Option<Ticket> {
         let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
         let n = held.entry(ip).or_insert(0);
         if *n >= self.limit {
@@ -49,7 +49,7 @@ impl<K: Eq + Hash + Copy> Shares<K> {
     }
 }
 
-impl<K: Eq + Hash + Copy> Drop for Ticket<K> {
+impl Drop for Ticket {
     fn drop(&mut self) {
         let mut held = self.shares.held.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(n) = held.get_mut(&self.ip) {
@@ -67,15 +67,24 @@ mod tests {
 
     #[test]
     fn an_address_holds_at_most_its_share_and_gets_it_back() {
-        let shares: Arc<Shares> = Shares::new(8, 0.25);
-        let a: IpAddr = "10.0.0.1".parse().unwrap();
-        let b: IpAddr = "10.0.0.2".parse().unwrap();
+        let shares = Shares::new(8, 0.25);
+        let a = Client::of(Some("10.0.0.1".parse().unwrap()));
+        let b = Client::of(Some("10.0.0.2".parse().unwrap()));
         let t1 = shares.take(a).unwrap();
         let _t2 = shares.take(a).unwrap();
         assert!(shares.take(a).is_none());
         assert!(shares.take(b).is_some(), "others are not affected");
         drop(t1);
         assert!(shares.take(a).is_some());
-        assert_eq!(Shares::<IpAddr>::new(2, 0.25).limit(), 1);
+        assert_eq!(Shares::new(2, 0.25).limit(), 1);
+    }
+
+    #[test]
+    fn an_ipv6_slash_64_is_one_client() {
+        let shares = Shares::new(4, 0.25);
+        let at = |ip: &str| Client::of(Some(ip.parse().unwrap()));
+        let _t = shares.take(at("fd00:1::1")).unwrap();
+        assert!(shares.take(at("fd00:1::2")).is_none(), "same /64");
+        assert!(shares.take(at("fd00:1:0:1::1")).is_some(), "another /64");
     }
 }

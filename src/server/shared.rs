@@ -1,0 +1,50 @@
+//! What the accept loop, connection threads and workers share (`Shared`), and the hand-off of a
+//! request from its connection's thread to a worker and back (`Incoming`, `Outcome`). A leaf of
+//! the server: it imports none of the modules that use it, so that none of them imports another
+//! that imports it back.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use crossbeam_channel::{Receiver, Sender};
+
+use super::guard::InFlight;
+use super::stream_socket;
+use crate::admission::{Connections, Shares};
+use crate::app::App;
+use crate::error::ApiError;
+use crate::http::Request;
+
+/// State shared by the accept loop, connection threads and workers.
+pub struct Shared {
+    pub(super) app: Arc<App>,
+    pub(super) requests: Receiver<Incoming>,
+    /// Open client connections (each has one thread) and the descriptors they hold.
+    pub(super) connections: Arc<Connections>,
+    pub(super) conn_shares: Arc<Shares>,
+    pub(super) watcher: Arc<stream_socket::Watcher>,
+}
+
+/// A request whose head and body have both arrived, ready for a worker.
+pub struct Incoming {
+    /// Where the response goes.
+    pub rq: tiny_http::Request,
+    /// The request as the application reads it (or why it cannot be read).
+    pub req: Result<Request, ApiError>,
+    /// When the request had fully arrived.
+    pub started: Instant,
+    /// Held until the response is written.
+    pub done: InFlight,
+    /// Where the worker says what became of the request.
+    pub outcome: Sender<Outcome>,
+}
+
+/// What became of a request.
+pub enum Outcome {
+    /// Answered: the connection may carry the next request.
+    Answered,
+    /// The response head of an event stream was written: run it.
+    Stream(Box<stream_socket::Start>),
+    /// The connection is no good any more (a write failed).
+    Close,
+}
