@@ -145,7 +145,13 @@ recovery=$(json_field 'd["recovery_codes"][0]' <"$work/out.json")
 pending=$(post /auth/login "$(credentials "$mfa_email" "$password")")
 mfa_session=$(post /auth/mfa/totp "{\"code\": \"$recovery\"}" "$pending")
 pending=$(post /auth/login "$(credentials "$mfa_email" "$password")")
-for v in session logout_session token mfa_session pending; do
+# The sessions user: its own sessions are listed and ended (DELETE /auth/sessions ends every
+# other one, which must not be the main user's), and wrong current passwords of password changes
+# count against it alone. A second session gives DELETE /auth/sessions something to end.
+sessions_email="conformance-sessions-$stamp@example.com"
+sessions_session=$(post /auth/signup "{\"email\": \"$sessions_email\", \"password\": \"$password\", \"name\": \"Conformance Sessions\"}")
+post /auth/login "$(credentials "$sessions_email" "$password")" >/dev/null
+for v in session logout_session token mfa_session pending sessions_session; do
     [ -n "${!v}" ] || { log "setup failed: no $v"; exit 1; }
 done
 log "server $base (log $work/server.log), users $email and $mfa_email"
@@ -176,8 +182,11 @@ run() {
 # - no session: the POSTs that need none get a pre-session CSRF pair (schemathesis sends no
 #   session cookie to an operation without cookieAuth, so a pair bound to a session would fail);
 CSRF_SESSION='' run public "$session" --include-path-regex '^/auth/(signup|login|verify-email|password/forgot|password/reset)$'
-# - second factor not enabled: everything but the above, the three below and logout;
-run main "$session" --exclude-path-regex '^/auth/(signup|login|verify-email|password/forgot|password/reset|logout|mfa/totp|mfa/totp/disable|mfa/recovery-codes)$'
+# - second factor not enabled: everything but the above, the three below, logout and the
+#   sessions part's;
+run main "$session" --exclude-path-regex '^/auth/(signup|login|verify-email|password/forgot|password/reset|logout|mfa/totp|mfa/totp/disable|mfa/recovery-codes|password/change|sessions.*)$'
+# - the own sessions and the password change, on a user of their own (see above);
+run sessions "$sessions_session" --include-path-regex '^/auth/(sessions.*|password/change)$'
 # - second factor enabled, full session: disable and recovery-codes (wrong codes: 401, then 429);
 run mfa "$mfa_session" --include-path-regex '^/auth/mfa/(totp/disable|recovery-codes)$'
 # - session pending its second factor: /auth/mfa/totp (five wrong codes revoke it: then 401);

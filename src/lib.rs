@@ -111,6 +111,8 @@ pub fn serve_on(config: Config, listener: std::net::TcpListener) -> Result<Servi
     let pool = db::pool(&config)?;
     let origins = config.origins().to_vec();
     let capacity = capacity::Capacity::derive(&config);
+    // The common-password set is built here, not by the first sign-up that needs it.
+    auth::passwords::warm();
     let app = Arc::new(App {
         stream_shares: admission::Shares::new(capacity.max_streams, config.client_share),
         stream_slots: admission::Slots::new(capacity.max_streams),

@@ -1,7 +1,7 @@
 //! Routing: one table of (method, path pattern, handler), and the one dispatch function that
-//! applies the cross-cutting rules in order: 404/405, CSRF and media type for POSTs under /auth,
-//! then the handler, then a new CSRF cookie when the response changed the session cookie. A `*`
-//! in a pattern matches one path segment.
+//! applies the cross-cutting rules in order: 404/405, CSRF and media type for POSTs and DELETEs
+//! under /auth, then the handler, then a new CSRF cookie when the response changed the session
+//! cookie. A `*` in a pattern matches one path segment.
 
 use crate::app::{App, Reply};
 use crate::auth;
@@ -51,7 +51,7 @@ impl Route {
     }
 }
 
-use Method::{Get, Post};
+use Method::{Delete, Get, Post};
 
 pub static ROUTES: &[Route] = &[
     route(Get, "/", "demo", demo::index),
@@ -122,6 +122,26 @@ pub static ROUTES: &[Route] = &[
         auth::email::reset,
     )
     .screened(auth::hash_screen),
+    route(
+        Post,
+        "/auth/password/change",
+        "password_change",
+        auth::password::change,
+    )
+    .screened(auth::hash_screen),
+    route(Get, "/auth/sessions", "sessions", auth::own_sessions::list),
+    route(
+        Delete,
+        "/auth/sessions",
+        "sessions_end_others",
+        auth::own_sessions::delete_others,
+    ),
+    route(
+        Delete,
+        "/auth/sessions/*",
+        "session_end",
+        auth::own_sessions::delete_one,
+    ),
     route(Get, "/v1/events", "events", subscribe::get),
     route(Get, "/healthz", "healthz", ops::healthz),
     route(Get, "/readyz", "readyz", ops::readyz),
@@ -202,9 +222,9 @@ pub fn screen(app: &App, req: &Request) -> Option<(&'static str, ApiError)> {
     screen(app, req).err().map(|e| (route.name, e))
 }
 
-/// Rules every POST under /auth obeys before its handler runs.
+/// Rules every POST and DELETE under /auth obeys before its handler runs.
 fn guard(app: &App, req: &Request) -> ApiResult<()> {
-    if req.method == Method::Post && req.path.starts_with("/auth/") {
+    if matches!(req.method, Method::Post | Method::Delete) && req.path.starts_with("/auth/") {
         let session = auth::session_token(req);
         let ended = || {
             session

@@ -5,7 +5,8 @@
 //! turn the second factor off with a recovery code. Then the mails' links, as `make run` logs
 //! them: the verification mail sent again from the page, its link confirms the address and, opened
 //! again, says it was used instead of offering "Confirm"; the reset link (asked for on the login
-//! form) sets a new password that then signs in.
+//! form) sets a new password that then signs in; the signed-in panel lists the own sessions and
+//! changes the password (a common one refused).
 //!
 //! Ignored by `make test` (it needs chromium and takes a few seconds): `make e2e` installs the
 //! browser when missing and runs `cargo test --test e2e -- --ignored`. The screenshot of the
@@ -278,6 +279,25 @@ fn links_flow(server: &common::binary::Spawned, b: &Browser) {
     b.wait("the signed-in panel with the new password", STEP, |b| {
         b.text("#who").contains(&email) && b.text("#verified") == "yes"
     });
+
+    // Issue 25: the own sessions list this browser's session; the password changes from the
+    // signed-in panel, refusing a common one first, and this session goes on.
+    b.wait("this session in the sessions list", STEP, |b| {
+        b.text("#sessions").contains("this one")
+    });
+    b.type_into("#change-current", new_password);
+    b.type_into("#change-password", "password123");
+    b.click("#change-submit");
+    b.wait("the refusal of a common password", STEP, |b| {
+        b.text("#message").contains("most common")
+    });
+    b.type_into("#change-current", new_password);
+    b.type_into("#change-password", "a third long password");
+    b.click("#change-submit");
+    b.wait("the password-changed notice", STEP, |b| {
+        b.text("#notice").contains("every other session") && b.text("#who").contains(&email)
+    });
+    assert_eq!(b.text("#message"), "");
 }
 
 fn run_flow(server: &Server, b: &Browser) {

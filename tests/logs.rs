@@ -335,6 +335,34 @@ fn full_run(json: bool) {
         .get(0);
     secrets.push(hash);
 
+    // Issue 25: a password change (a wrong current password first), the own sessions, ending
+    // them. Each is a security event in the log, without the passwords or the tokens.
+    // (An account of its own: the one above has a second factor now.)
+    let third_password = "a third password for the log test";
+    secrets.push(third_password.into());
+    let mut d = Client::new(server.addr);
+    let (other_email, _) = d.signup();
+    let mut e = Client::new(server.addr);
+    e.login(&other_email, PASSWORD).expect(200);
+    secrets.push(d.cookies["svc_session"].clone());
+    secrets.push(d.cookies["svc_csrf"].clone());
+    secrets.push(e.cookies["svc_session"].clone());
+    d.post(
+        "/auth/password/change",
+        &json!({"current_password": third_password, "password": NEW_PASSWORD}),
+    )
+    .expect_error(401, "invalid_credentials");
+    d.post(
+        "/auth/password/change",
+        &json!({"current_password": PASSWORD, "password": third_password}),
+    )
+    .expect(204);
+    secrets.push(d.cookies["svc_session"].clone());
+    d.get("/auth/sessions").expect(200);
+    let csrf = d.csrf();
+    d.send("DELETE", "/auth/sessions", &[("X-CSRF-Token", &csrf)], b"")
+        .expect(204);
+
     // An error without a log detail is one of consoled's own debug records.
     Client::new(server.addr)
         .get("/auth/session")
@@ -353,6 +381,31 @@ fn full_run(json: bool) {
         json_events(&served, user_id, &ips);
     } else {
         text_events(&log, user_id, &ips, (&g.ip, &h.ip));
+    }
+    // Issue 25's events, of the second account.
+    let other_id: i64 = db()
+        .query_one("SELECT id FROM users WHERE email = $1", &[&other_email])
+        .unwrap()
+        .get(0);
+    for event in [
+        "password_change_refused",
+        "password_changed",
+        "session_revoked",
+    ] {
+        let (text, json) = (format!(" event={event} "), format!("\"event\":\"{event}\""));
+        let whose = |l: &&str| {
+            l.split([' ', ',', '}']).any(|w| {
+                w == format!("user_id={other_id}") || w == format!("\"user_id\":{other_id}")
+            })
+        };
+        assert!(
+            served
+                .lines()
+                .filter(|l| l.contains("consoled::security"))
+                .filter(|l| l.contains(&text) || l.contains(&json))
+                .any(|l| whose(&l)),
+            "no {event} of user {other_id} in\n{served}"
+        );
     }
     let mut leaks = Vec::new();
     let texts = secrets.iter().flat_map(|s| forms(s));

@@ -857,3 +857,34 @@ fn a_provider_account_re_proves_itself_by_signing_in_again() {
     w.signed_in(&mut c, "google", &profile);
     c.post("/auth/mfa/totp/setup", &json!({})).expect(200);
 }
+
+/// Issue 25, item 2: an account made by a provider sign-in has no password; it sets one without
+/// a current password soon after signing in, and only then (a stolen old cookie cannot), and
+/// the password then signs in. The provider sign-in's session is listed with the others.
+#[test]
+fn a_provider_account_sets_a_first_password_soon_after_signing_in() {
+    let w = world();
+    let email = unique_email();
+    let profile = Profile::new(&email);
+    let mut c = w.server.client();
+    let state = w.signed_in(&mut c, "github", &profile);
+    assert_eq!(state["user"]["has_password"], false);
+    let r = c.get("/auth/sessions");
+    r.expect(200);
+    assert_eq!(r.json()["sessions"][0]["current"], true);
+    db().execute(
+        "UPDATE sessions SET created_at = now() - interval '301 seconds' WHERE user_id = $1",
+        &[&user_id(&state)],
+    )
+    .unwrap();
+    let change = json!({"password": "my first own password"});
+    c.post("/auth/password/change", &change)
+        .expect_error(403, "reauth_required");
+    w.signed_in(&mut c, "github", &profile);
+    c.post("/auth/password/change", &change).expect(204);
+    assert_eq!(c.get("/auth/session").json()["user"]["has_password"], true);
+    w.server
+        .client()
+        .login(&email, "my first own password")
+        .expect(200);
+}

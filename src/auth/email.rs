@@ -135,13 +135,17 @@ pub fn reset(app: &App, req: &Request) -> ApiResult<Reply> {
     let fields = Fields::parse(&req.body)?;
     let token = token_field(&fields)?;
     let password = Password::parse(fields.string("password")?, "password")?;
+    super::passwords::refuse_common(&password, "password")?;
     let client = req.client(&app.config.client_source);
     app.hasher.check(client)?;
     {
-        // A cheap look first, so that a wrong token costs no password hash.
+        // A cheap look first, so that a wrong token costs no password hash; it also names the
+        // account, whose address and name the new password must not be.
         let mut c = db::conn(&app.pool)?;
-        mail_tokens::find_live(&mut *c, token, Purpose::PasswordReset)?
+        let live = mail_tokens::find_live(&mut *c, token, Purpose::PasswordReset)?
             .ok_or_else(invalid_token)?;
+        let user = users::find(&mut *c, live.user_id)?.ok_or_else(invalid_token)?;
+        super::passwords::refuse_personal(&password, "password", &user.email, &user.name)?;
     }
     // No connection is held while hashing.
     let hash = app.hasher.hash(client, password.as_str())?;

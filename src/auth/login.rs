@@ -131,7 +131,7 @@ pub fn post(app: &App, req: &Request) -> ApiResult<Reply> {
         }
         _ => devices::create(&mut tx, user.id, lifetime)?,
     };
-    let response = super::start_session(app, &mut tx, 200, &user, user.mfa_enabled)?
+    let response = super::start_session(app, req, &mut tx, 200, &user, user.mfa_enabled)?
         .header("Set-Cookie", device_cookie(app, &token));
     tx.commit()?;
     let pending = ("mfa_pending", user.mfa_enabled.into());

@@ -60,7 +60,7 @@ pub fn complete(app: &App, req: &Request) -> ApiResult<Reply> {
     sessions::delete(&mut tx, session.id)?;
     let user = users::find(&mut tx, session.user_id)?
         .ok_or_else(|| ApiError::internal("session of a deleted user"))?;
-    let response = super::start_session(app, &mut tx, 200, &user, false)?;
+    let response = super::start_session(app, req, &mut tx, 200, &user, false)?;
     tx.commit()?;
     let how = [("factor", factor.name().into())];
     super::audit(app, req, Event::SecondFactorSucceeded, Some(user.id), &how);

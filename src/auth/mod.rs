@@ -8,6 +8,9 @@ mod factor;
 pub mod login;
 pub mod mfa;
 pub mod oauth;
+pub mod own_sessions;
+pub mod password;
+pub mod passwords;
 pub mod reauth;
 pub mod signup;
 
@@ -68,9 +71,22 @@ pub fn any_session(app: &App, req: &Request) -> ApiResult<Session> {
     // precise enough.
     let granularity = (app.config.session_idle.as_secs_f64() / 20.0).min(60.0);
     if !session.mfa_pending && session.since_seen > granularity {
-        sessions::touch(&mut *c, session.id)?;
+        sessions::touch(&mut *c, session.id, &seen(app, req))?;
     }
     Ok(session)
+}
+
+/// Where a request comes from, as the owner's list of sessions shows it: the client's full
+/// address (not the /64 that limits count by) and a short description of its user agent.
+pub fn seen(app: &App, req: &Request) -> sessions::Seen {
+    let ip = app
+        .config
+        .client_source
+        .resolve(req.peer.map(|p| p.ip()), &req.headers);
+    sessions::Seen {
+        address: ip.map(|ip| ip.to_canonical().to_string()),
+        agent: crate::http::user_agent::describe(req.header("user-agent")),
+    }
 }
 
 /// Whether the session of `token` no longer exists (ended, expired, never was). A database error
@@ -137,12 +153,13 @@ fn auth_state_of(c: &mut impl Sql, user: &users::User, mfa_required: bool) -> Ap
 /// response: Auth state with the new cookie. A user with a second factor gets a pending session.
 pub fn start_session(
     app: &App,
+    req: &Request,
     c: &mut impl Sql,
     status: u16,
     user: &users::User,
     pending: bool,
 ) -> ApiResult<Response> {
-    let cookie = create_session_cookie(app, c, user.id, pending)?;
+    let cookie = create_session_cookie(app, req, c, user.id, pending)?;
     let body = auth_state_of(c, user, pending)?;
     Ok(Response::json(status, &body).header("Set-Cookie", cookie))
 }
@@ -151,6 +168,7 @@ pub fn start_session(
 /// `Set-Cookie` value that carries it; for responses other than Auth state (the OAuth redirect).
 pub fn create_session_cookie(
     app: &App,
+    req: &Request,
     c: &mut impl Sql,
     user_id: i64,
     pending: bool,
@@ -160,7 +178,7 @@ pub fn create_session_cookie(
     } else {
         app.config.session_max
     };
-    let (token, _) = sessions::create(c, user_id, pending, lifetime)?;
+    let (token, _) = sessions::create(c, user_id, pending, lifetime, &seen(app, req))?;
     Ok(session_cookie(app, &token, lifetime.as_secs()))
 }
 

@@ -14,6 +14,8 @@ pub fn post(app: &App, req: &Request) -> ApiResult<Reply> {
     let email = Email::parse(fields.string("email")?)?;
     let password = Password::parse(fields.string("password")?, "password")?;
     let name = parse_name(fields.string("name")?)?;
+    // Before any count or hash: a refused password costs nothing.
+    super::passwords::check(&password, "password", email.as_str(), &name)?;
 
     // Count the attempt before the expensive hash, in its own short transaction.
     let client = req.client(&app.config.client_source);
@@ -40,7 +42,7 @@ pub fn post(app: &App, req: &Request) -> ApiResult<Reply> {
         .ok_or_else(|| ApiError::new(Code::EmailTaken))?;
     orgs::create_personal(&mut tx, user.id, &name)?;
     outbox::enqueue(&mut tx, "verify_email", user.id, &user.email)?;
-    let response = super::start_session(app, &mut tx, 201, &user, false)?;
+    let response = super::start_session(app, req, &mut tx, 201, &user, false)?;
     tx.commit()?;
     super::audit(app, req, super::Event::Signup, Some(user.id), &[]);
     Ok(response.into())

@@ -27,6 +27,11 @@ pub const MIGRATIONS: &[(i32, &str, &str)] = &[
         include_str!("../../migrations/0004_instance_liveness.sql"),
     ),
     (
+        5,
+        "0005_own_sessions.sql",
+        include_str!("../../migrations/0005_own_sessions.sql"),
+    ),
+    (
         6,
         "0006_server_keys.sql",
         include_str!("../../migrations/0006_server_keys.sql"),

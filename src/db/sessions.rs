@@ -1,6 +1,9 @@
 //! Table `sessions`. The cookie carries a random token; only its SHA-256 is stored. A session is
 //! valid until its absolute end (`expires_at`) and while it has been used within the idle
 //! timeout. Deleting a row ends the session's open event streams on every instance (trigger).
+//!
+//! Its owner sees a session by its `public_id` (random, unrelated to the token) with the client
+//! address and a short user-agent description of its sign-in, then of its latest use.
 
 use std::time::Duration;
 
@@ -11,6 +14,8 @@ use crate::crypto::{new_token, token_hash};
 #[derive(Debug, Clone)]
 pub struct Session {
     pub id: i64,
+    /// The name its owner sees (`GET /auth/sessions`); never the token nor derived from it.
+    pub public_id: String,
     pub user_id: i64,
     pub mfa_pending: bool,
     pub failed_codes: i32,
@@ -22,22 +27,40 @@ pub struct Session {
     pub age: f64,
 }
 
+/// Where a session is used from, as its owner sees it.
+#[derive(Debug, Clone)]
+pub struct Seen {
+    /// The client's address (through trusted proxies), if known.
+    pub address: Option<String>,
+    /// A short description of the user agent (`http::user_agent`).
+    pub agent: String,
+}
+
 /// Creates a session; returns the cookie token (shown once) and the session.
 pub fn create(
     c: &mut impl Sql,
     user_id: i64,
     mfa_pending: bool,
     lifetime: Duration,
+    seen: &Seen,
 ) -> Result<(String, Session), postgres::Error> {
     let token = new_token();
     let secs = lifetime.as_secs_f64();
     let row = c.query_one(
-        "INSERT INTO sessions (token_hash, user_id, mfa_pending, expires_at)
-         VALUES ($1, $2, $3, now() + make_interval(secs => $4)) RETURNING id",
-        &[&token_hash(&token), &user_id, &mfa_pending, &secs],
+        "INSERT INTO sessions (token_hash, user_id, mfa_pending, expires_at, client_address, user_agent)
+         VALUES ($1, $2, $3, now() + make_interval(secs => $4), $5, $6) RETURNING id, public_id",
+        &[
+            &token_hash(&token),
+            &user_id,
+            &mfa_pending,
+            &secs,
+            &seen.address,
+            &seen.agent,
+        ],
     )?;
     let session = Session {
         id: row.get(0),
+        public_id: row.get(1),
         user_id,
         mfa_pending,
         failed_codes: 0,
@@ -55,7 +78,7 @@ pub fn find_valid(
     idle: Duration,
 ) -> Result<Option<Session>, postgres::Error> {
     let row = c.query_opt(
-        "SELECT id, user_id, mfa_pending, failed_codes,
+        "SELECT id, public_id, user_id, mfa_pending, failed_codes,
                 extract(epoch FROM least(expires_at,
                     CASE WHEN mfa_pending THEN expires_at
                          ELSE last_seen_at + make_interval(secs => $2) END) - now())::float8,
@@ -68,20 +91,22 @@ pub fn find_valid(
     )?;
     Ok(row.map(|r| Session {
         id: r.get(0),
-        user_id: r.get(1),
-        mfa_pending: r.get(2),
-        failed_codes: r.get(3),
-        remaining: r.get(4),
-        since_seen: r.get(5),
-        age: r.get(6),
+        public_id: r.get(1),
+        user_id: r.get(2),
+        mfa_pending: r.get(3),
+        failed_codes: r.get(4),
+        remaining: r.get(5),
+        since_seen: r.get(6),
+        age: r.get(7),
     }))
 }
 
-/// Marks the session as used now.
-pub fn touch(c: &mut impl Sql, id: i64) -> Result<(), postgres::Error> {
+/// Marks the session as used now, from where `seen` says.
+pub fn touch(c: &mut impl Sql, id: i64, seen: &Seen) -> Result<(), postgres::Error> {
     c.execute(
-        "UPDATE sessions SET last_seen_at = now() WHERE id = $1",
-        &[&id],
+        "UPDATE sessions SET last_seen_at = now(), client_address = $2, user_agent = $3
+          WHERE id = $1",
+        &[&id, &seen.address, &seen.agent],
     )?;
     Ok(())
 }
@@ -145,4 +170,74 @@ pub fn purge_expired(c: &mut impl Sql, idle: Duration) -> Result<u64, postgres::
             OR (NOT mfa_pending AND last_seen_at <= now() - make_interval(secs => $1) - interval '1 day')",
         &[&idle.as_secs_f64()],
     )
+}
+
+/// A live session as its owner sees it in the list.
+#[derive(Debug, Clone)]
+pub struct Listed {
+    pub public_id: String,
+    pub created_at: String,
+    pub last_seen_at: String,
+    pub client_address: Option<String>,
+    pub user_agent: Option<String>,
+    pub mfa_pending: bool,
+}
+
+const UTC: &str = "'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'";
+
+/// The live sessions of a user (full and pending, as `find_valid` decides), most recently used
+/// first.
+pub fn list_for_user(
+    c: &mut impl Sql,
+    user_id: i64,
+    idle: Duration,
+) -> Result<Vec<Listed>, postgres::Error> {
+    let sql = format!(
+        "SELECT public_id, to_char(created_at AT TIME ZONE 'UTC', {UTC}),
+                to_char(last_seen_at AT TIME ZONE 'UTC', {UTC}),
+                client_address, user_agent, mfa_pending
+           FROM sessions
+          WHERE user_id = $1 AND expires_at > now()
+            AND (mfa_pending OR last_seen_at > now() - make_interval(secs => $2))
+          ORDER BY last_seen_at DESC, id DESC"
+    );
+    let rows = c.query(&sql, &[&user_id, &idle.as_secs_f64()])?;
+    Ok(rows
+        .iter()
+        .map(|r| Listed {
+            public_id: r.get(0),
+            created_at: r.get(1),
+            last_seen_at: r.get(2),
+            client_address: r.get(3),
+            user_agent: r.get(4),
+            mfa_pending: r.get(5),
+        })
+        .collect())
+}
+
+/// Ends the session of `user_id` named `public_id`; false when the user has none by that name
+/// (another user's session is not found either).
+pub fn delete_public(
+    c: &mut impl Sql,
+    user_id: i64,
+    public_id: &str,
+) -> Result<bool, postgres::Error> {
+    let n = c.execute(
+        "DELETE FROM sessions WHERE user_id = $1 AND public_id = $2",
+        &[&user_id, &public_id],
+    )?;
+    Ok(n > 0)
+}
+
+/// Gives a session a new token (the old one stops working at once) and returns it with the
+/// seconds left to the session's absolute end, for the new cookie. The session keeps its id,
+/// so its event streams go on.
+pub fn rotate_token(c: &mut impl Sql, id: i64) -> Result<Option<(String, u64)>, postgres::Error> {
+    let token = new_token();
+    let row = c.query_opt(
+        "UPDATE sessions SET token_hash = $2 WHERE id = $1
+         RETURNING greatest(extract(epoch FROM expires_at - now()), 0)::float8",
+        &[&id, &token_hash(&token)],
+    )?;
+    Ok(row.map(|r| (token, r.get::<_, f64>(0) as u64)))
 }

@@ -89,6 +89,23 @@ pub fn set_password(c: &mut impl Sql, id: i64, hash: &str) -> Result<(), postgre
     Ok(())
 }
 
+/// Replaces the password only if it is still `expected` (`None`: the account has none), so that
+/// of two concurrent changes that each proved the old password, one wins; false when it was not
+/// `expected` any more.
+pub fn replace_password(
+    c: &mut impl Sql,
+    id: i64,
+    expected: Option<&str>,
+    hash: &str,
+) -> Result<bool, postgres::Error> {
+    let n = c.execute(
+        "UPDATE users SET password_hash = $3, updated_at = now()
+          WHERE id = $1 AND password_hash IS NOT DISTINCT FROM $2",
+        &[&id, &expected, &hash],
+    )?;
+    Ok(n == 1)
+}
+
 /// Marks the address verified; true when it was not verified before (the address has just
 /// been proven).
 pub fn mark_verified(c: &mut impl Sql, id: i64) -> Result<bool, postgres::Error> {

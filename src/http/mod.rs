@@ -9,6 +9,7 @@ pub mod framing;
 pub mod json;
 pub mod net;
 pub mod refusal;
+pub mod user_agent;
 
 use std::net::SocketAddr;
 

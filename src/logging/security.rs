@@ -29,6 +29,7 @@ pub enum Event {
     PasswordResetRequested,
     PasswordReset,
     PasswordChanged,
+    PasswordChangeRefused,
     ReauthFailed,
     Logout,
     SessionRevoked,
@@ -52,6 +53,7 @@ impl Event {
             Event::PasswordResetRequested => "password_reset_requested",
             Event::PasswordReset => "password_reset",
             Event::PasswordChanged => "password_changed",
+            Event::PasswordChangeRefused => "password_change_refused",
             Event::ReauthFailed => "reauth_failed",
             Event::Logout => "logout",
             Event::SessionRevoked => "session_revoked",
@@ -75,6 +77,7 @@ impl Event {
             Event::PasswordResetRequested => "password reset requested",
             Event::PasswordReset => "password reset",
             Event::PasswordChanged => "password changed",
+            Event::PasswordChangeRefused => "password change refused (wrong current password)",
             Event::ReauthFailed => "password confirmation failed",
             Event::Logout => "logout",
             Event::SessionRevoked => "session revoked",
@@ -90,6 +93,7 @@ impl Event {
             Event::SigninFailed
             | Event::SecondFactorFailed
             | Event::ProviderSigninFailed
+            | Event::PasswordChangeRefused
             | Event::ReauthFailed => Level::Warn,
             _ => Level::Info,
         }

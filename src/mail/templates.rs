@@ -80,6 +80,14 @@ pub(super) fn template(kind: &str, console_url: &str, link: Option<String>) -> O
             link: sign_in,
             outro: "If it was you, there is nothing to do.",
         },
+        "password_changed" => Mail {
+            subject: "Your password was changed",
+            intro: "The password of your console account was changed (or set, on an account that \
+                    had none), and every other session of the account was signed out. If this \
+                    wasn't you, reset your password now from the sign-in page:",
+            link: sign_in,
+            outro: "If it was you, there is nothing to do.",
+        },
         "mfa_disabled" => Mail {
             subject: "Two-factor sign-in was disabled",
             intro: "Two-factor sign-in was disabled on your console account. If this wasn't you, \
@@ -104,6 +112,7 @@ mod tests {
             "mfa_enabled",
             "mfa_disabled",
             "mfa_recovery_codes",
+            "password_changed",
         ] {
             let mail = template(
                 kind,

@@ -21,20 +21,20 @@ use crate::auth;
 use crate::db::users::{self, User};
 use crate::db::{self, identities, orgs, sessions};
 use crate::http::json::Email;
-use crate::http::Response;
+use crate::http::{Request, Response};
 
 /// Finds or creates the user, starts a session, and redirects to the console (to the second
 /// factor page when the user has one; the session is then pending).
 pub fn sign_in(
     app: &App,
-    req: &crate::http::Request,
+    req: &Request,
     provider: Provider,
     identity: &Identity,
 ) -> Result<Response, Declined> {
     let mut c = db::conn(&app.pool)?;
     let mut tx = c.transaction()?;
     let user = resolve(&mut tx, provider, identity)?;
-    let cookie = auth::create_session_cookie(app, &mut tx, user.id, user.mfa_enabled)?;
+    let cookie = auth::create_session_cookie(app, req, &mut tx, user.id, user.mfa_enabled)?;
     tx.commit()?;
     let fields = [
         ("provider", provider.name().into()),

@@ -1,0 +1,97 @@
+//! `POST /auth/password/change {current_password, password}`: a signed-in user changes the
+//! password (OWASP ASVS 6.2.2 and 6.2.3).
+//!
+//! The new password passes the same rules as at sign-up (length, not common, not the account's
+//! address or name) before anything is hashed. The current one is verified like a sign-in:
+//! refused while the address's failed sign-ins are over their limit (429), and a wrong one
+//! counts in the same budgets (401 `invalid_credentials`), so a stolen session cookie is no way
+//! round the sign-in throttle. An account without a password (provider sign-in only) sets one
+//! without `current_password` within `CONSOLED_REAUTH_SECONDS` of its sign-in (else 403
+//! `reauth_required`: sign in through the provider again).
+//!
+//! On success, in one transaction: the new hash (only if the stored one is still the one just
+//! verified), every other session of the user ends (and with it its event streams), this
+//! session gets a new token (the old cookie stops working; its streams go on), the failed
+//! sign-ins of the address are forgotten, and a mail tells the owner.
+
+use crate::app::{App, Reply};
+use crate::db::{self, outbox, rate, sessions, users};
+use crate::error::{ApiError, ApiResult, Code};
+use crate::http::json::{Email, Fields, Password};
+use crate::http::{Request, Response};
+
+use super::{login, passwords, Event};
+
+pub fn change(app: &App, req: &Request) -> ApiResult<Reply> {
+    let session = super::require_session(app, req)?;
+    let fields = Fields::parse(&req.body)?;
+    let password = Password::parse(fields.string("password")?, "password")?;
+    passwords::refuse_common(&password, "password")?;
+    let current = fields.optional_string("current_password")?;
+    if current.is_some_and(|p| p.chars().count() > 1024) {
+        return Err(ApiError::invalid(
+            "current_password",
+            "at most 1024 characters",
+        ));
+    }
+    let client = req.client(&app.config.client_source);
+    let user = {
+        let mut c = db::conn(&app.pool)?;
+        let user = users::find(&mut *c, session.user_id)?
+            .ok_or_else(|| ApiError::new(Code::Unauthorized))?;
+        passwords::refuse_personal(&password, "password", &user.email, &user.name)?;
+        if user.password_hash.is_some() && current.is_some() {
+            login::check_limits(app, &mut *c, &Email::normalise(&user.email), client)?;
+        }
+        user
+    };
+    let email = Email::normalise(&user.email);
+    match (user.password_hash.as_deref(), current) {
+        (Some(_), None) => return Err(ApiError::invalid("current_password", "required")),
+        (Some(stored), Some(current)) => {
+            // No connection is held while hashing.
+            app.hasher.check(client)?;
+            if !app.hasher.verify(client, current, Some(stored))? {
+                let mut c = db::conn(&app.pool)?;
+                rate::record_all(&mut *c, &login::failure_buckets(&email, client))?;
+                super::audit(app, req, Event::PasswordChangeRefused, Some(user.id), &[]);
+                return Err(ApiError::new(Code::InvalidCredentials)
+                    .message("The current password is not correct."));
+            }
+        }
+        (None, _) if session.age > app.config.reauth.as_secs_f64() => {
+            return Err(ApiError::new(Code::ReauthRequired).message(format!(
+                "This account has no password yet: sign in again through your provider, then \
+                 set one within {} seconds.",
+                app.config.reauth.as_secs()
+            )));
+        }
+        (None, _) => {}
+    }
+    app.hasher.check(client)?;
+    let hash = app.hasher.hash(client, password.as_str())?;
+
+    let mut c = db::conn(&app.pool)?;
+    let mut tx = c.transaction()?;
+    if !users::replace_password(&mut tx, user.id, user.password_hash.as_deref(), &hash)? {
+        // Changed by a concurrent request since it was verified here.
+        return Err(ApiError::new(Code::InvalidCredentials)
+            .message("The password was changed meanwhile; sign in again with the new one."));
+    }
+    // Deleting the sessions also ends their event streams (trigger).
+    let ended = sessions::delete_for_user(&mut tx, user.id, Some(session.id))?;
+    let (token, max_age) = sessions::rotate_token(&mut tx, session.id)?
+        .ok_or_else(|| ApiError::new(Code::Unauthorized))?;
+    outbox::enqueue(&mut tx, "password_changed", user.id, &user.email)?;
+    // The failed sign-ins guarded the old password; they must not lock out the new one.
+    login::clear_failures(&mut tx, &email)?;
+    tx.commit()?;
+    let fields = [
+        ("first_password", user.password_hash.is_none().into()),
+        ("sessions_ended", ended.into()),
+    ];
+    super::audit(app, req, Event::PasswordChanged, Some(user.id), &fields);
+    Ok(Response::empty(204)
+        .header("Set-Cookie", super::session_cookie(app, &token, max_age))
+        .into())
+}
