@@ -7,21 +7,21 @@ set logscale x
 set xlabel 'latency (ms, log scale)'
 set ylabel 'fraction of deliveries at or below'
 set yrange [0:1]
-plot 'lat-consoled-0.dat' using 1:2 with lines lw 2 title 'consoled', 'lat-async-ref-0.dat' using 1:2 with lines lw 2 title 'async-ref'
+plot 'lat-consoled-0.dat' using 1:2 with lines lw 2 title 'consoled', 'lat-consoled__CONSOLED_STREAM_DIRECT_false-0.dat' using 1:2 with lines lw 2 title 'consoled (CONSOLED_STREAM_DIRECT=false)', 'lat-async-ref-0.dat' using 1:2 with lines lw 2 title 'async-ref'
 set output 'latency-1.png'
 set title 'commit-to-client latency, 1000 × 50/s'
 set logscale x
 set xlabel 'latency (ms, log scale)'
 set ylabel 'fraction of deliveries at or below'
 set yrange [0:1]
-plot 'lat-consoled-1.dat' using 1:2 with lines lw 2 title 'consoled', 'lat-async-ref-1.dat' using 1:2 with lines lw 2 title 'async-ref'
+plot 'lat-consoled-1.dat' using 1:2 with lines lw 2 title 'consoled', 'lat-consoled__CONSOLED_STREAM_DIRECT_false-1.dat' using 1:2 with lines lw 2 title 'consoled (CONSOLED_STREAM_DIRECT=false)', 'lat-async-ref-1.dat' using 1:2 with lines lw 2 title 'async-ref'
 set output 'latency-2.png'
 set title 'commit-to-client latency, 5000 × 10/s'
 set logscale x
 set xlabel 'latency (ms, log scale)'
 set ylabel 'fraction of deliveries at or below'
 set yrange [0:1]
-plot 'lat-consoled-2.dat' using 1:2 with lines lw 2 title 'consoled', 'lat-async-ref-2.dat' using 1:2 with lines lw 2 title 'async-ref'
+plot 'lat-consoled-2.dat' using 1:2 with lines lw 2 title 'consoled', 'lat-consoled__CONSOLED_STREAM_DIRECT_false-2.dat' using 1:2 with lines lw 2 title 'consoled (CONSOLED_STREAM_DIRECT=false)', 'lat-async-ref-2.dat' using 1:2 with lines lw 2 title 'async-ref'
 set output 'memory.png'
 set title 'server RSS per open stream'
 set logscale x
@@ -29,4 +29,4 @@ set xlabel 'streams open (log scale)'
 set ylabel 'KiB per stream (RSS above the idle server)'
 set yrange [0:*]
 set key top right
-plot 'mem-consoled.dat' using 1:2 with linespoints title 'consoled', 'mem-async-ref.dat' using 1:2 with linespoints title 'async-ref'
+plot 'mem-consoled.dat' using 1:2 with linespoints title 'consoled', 'mem-consoled__CONSOLED_STREAM_DIRECT_false.dat' using 1:2 with linespoints title 'consoled (CONSOLED_STREAM_DIRECT=false)', 'mem-async-ref.dat' using 1:2 with linespoints title 'async-ref'
