@@ -20,14 +20,15 @@ pub const TARGET: &str = "consoled::access";
 pub struct AccessRecord<'a> {
     /// The client as the limits see it (the peer, or the trusted proxy's header).
     pub client: Option<IpAddr>,
+    /// `-` when no request head was read (refusals at accept, the guard's answers).
     pub method: &'a str,
     /// The route's name (`router::Route::name`), `unmatched`, `unread` or `panic`.
-    pub route: &'a str,
+    pub route: &'static str,
     pub status: u16,
     /// From the request's arrival (head and body read) to the response written or handed on.
     pub duration: Duration,
     /// Bytes of the response body (0 for an event stream, whose body is not counted here).
-    pub bytes: u64,
+    pub bytes: usize,
 }
 
 /// Whether a status is a refusal, summarised rather than logged line by line.

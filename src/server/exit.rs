@@ -22,38 +22,14 @@ use crate::logging::access::{self, AccessRecord};
 use crate::metrics::Metrics;
 use crate::router;
 
-/// One response that left: what the metrics count and what an access line shows.
-#[derive(Debug, Clone, Copy)]
-pub struct Record<'a> {
-    /// The client as the limits see it (`CONSOLED_CLIENT_IP_HEADER` from a trusted proxy), for
-    /// the access line; resolved only when there is a line to write.
-    pub client: Option<IpAddr>,
-    /// `-` when no request head was read (refusals at accept, the guard's answers).
-    pub method: &'a str,
-    /// The route's name, or the stage that answered (`accept`, `guard`, `unread`).
-    pub route: &'static str,
-    pub status: u16,
-    /// Since the request had arrived (zero for a refusal made before one did).
-    pub took: Duration,
-    /// Body bytes (for a stream, those of its head's body so far: none).
-    pub bytes: usize,
-}
-
 /// Counts a response that left, and writes its access line. Every response of the server passes
 /// here once.
-fn record(metrics: &Metrics, sent: &Record) {
-    metrics.observe(sent.route, sent.status, sent.took);
+fn record(metrics: &Metrics, sent: &AccessRecord) {
+    metrics.observe(sent.route, sent.status, sent.duration);
     // No line where no request head was read (refusals at accept, the guard's 408/431): they
     // are counted, and summarised in the log (`logging::flood`).
     if sent.method != "-" && access::wanted(sent.status) {
-        access::access(&AccessRecord {
-            client: sent.client,
-            method: sent.method,
-            route: sent.route,
-            status: sent.status,
-            duration: sent.took,
-            bytes: sent.bytes as u64,
-        });
+        access::access(sent);
     }
 }
 
@@ -92,12 +68,12 @@ pub fn respond(
 ) {
     let path = rq.url().split('?').next().unwrap_or("");
     let response = router::finish(path, response);
-    let sent = Record {
+    let sent = AccessRecord {
         client: client_of(app, &rq, response.status),
         method: rq.method().as_str(),
         route,
         status: response.status,
-        took: started.elapsed(),
+        duration: started.elapsed(),
         bytes: response.body.len(),
     };
     record(&app.metrics, &sent);
@@ -115,12 +91,12 @@ pub fn respond(
 
 /// Counts an event stream's response, whose head the caller writes on the raw connection.
 pub fn stream_head(app: &App, rq: &tiny_http::Request, route: &'static str, started: Instant) {
-    let sent = Record {
+    let sent = AccessRecord {
         client: client_of(app, rq, 200),
         method: rq.method().as_str(),
         route,
         status: 200,
-        took: started.elapsed(),
+        duration: started.elapsed(),
         bytes: 0,
     };
     record(&app.metrics, &sent);
@@ -137,12 +113,12 @@ pub fn refuse_raw(
     e: &ApiError,
 ) {
     let response = router::finish("", Response::from_error(e));
-    let sent = Record {
+    let sent = AccessRecord {
         client: peer.map(|p| p.ip()),
         method: "-",
         route,
         status: response.status,
-        took: Duration::ZERO,
+        duration: Duration::ZERO,
         bytes: response.body.len(),
     };
     record(metrics, &sent);
