@@ -69,12 +69,20 @@ async fn main() {
         .route("/v1/events", get(events))
         .with_state(app);
     // TCP_NODELAY as consoled sets it: each event is one small write that must leave at once.
-    let tcp = tokio::net::TcpListener::bind(&listen)
-        .await
-        .expect("bind ASYNC_REF_LISTEN")
-        .tap_io(|s| {
-            let _ = s.set_nodelay(true);
-        });
+    // The accept backlog as consoled's (4096): tokio's `bind` asks for 1024, and a reconnect
+    // storm then overflows it, so the comparison would measure SYN retransmits, not the design.
+    let addr: std::net::SocketAddr = listen.parse().expect("ASYNC_REF_LISTEN is host:port");
+    let socket = if addr.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()
+    } else {
+        tokio::net::TcpSocket::new_v6()
+    }
+    .expect("socket");
+    socket.set_reuseaddr(true).expect("SO_REUSEADDR");
+    socket.bind(addr).expect("bind ASYNC_REF_LISTEN");
+    let tcp = socket.listen(4096).expect("listen").tap_io(|s| {
+        let _ = s.set_nodelay(true);
+    });
     eprintln!("async-ref: serving on {listen}");
     axum::serve(tcp, router).await.expect("serve");
 }
