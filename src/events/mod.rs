@@ -13,6 +13,7 @@ pub mod journal;
 pub mod keeper;
 pub mod leases;
 pub mod listener;
+pub mod openings;
 pub mod signal;
 mod stream;
 
@@ -30,6 +31,7 @@ use crate::metrics::Metrics;
 pub use change::Change;
 pub use hub::{Hub, Scope, Subscription};
 pub use leases::Lease;
+pub use openings::{Openings, Terms};
 pub use signal::{Direct, End, Sent, Signals};
 pub use stream::{Outlet, Timing, PING, READY, RESYNC};
 

@@ -45,6 +45,7 @@ mod sched;
 mod shared;
 #[allow(unsafe_code)]
 mod sock;
+mod spares;
 mod stream_socket;
 mod wire;
 mod worker;
@@ -100,6 +101,7 @@ impl Server {
             connections: Connections::new(app.capacity.max_connections, app.capacity.fd_budget),
             conn_shares: Shares::new(app.capacity.max_connections, app.config.client_share),
             watcher: stream_socket::Watcher::start(app.stopping.clone())?,
+            spares: spares::Spares::start(app.stopping.clone(), accept::CONNECTION_STACK)?,
         });
         let accept_shared = shared.clone();
         thread::Builder::new()

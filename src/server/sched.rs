@@ -1,7 +1,19 @@
 //! How the server's own threads are scheduled: the two calls to the kernel's scheduler (with
 //! `sock.rs` and `accepted.rs`, the only unsafe code of the crate).
 
+use std::cell::Cell;
 use std::io;
+
+thread_local! {
+    /// Whether this thread's scheduling was changed (a reused connection thread must not carry
+    /// it to the next connection: `spares`).
+    static CHANGED: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Whether the calling thread is scheduled as every thread starts.
+pub fn is_default() -> bool {
+    !CHANGED.with(Cell::get)
+}
 
 fn check(ret: libc::c_int) -> io::Result<()> {
     if ret < 0 {
@@ -15,6 +27,7 @@ fn check(ret: libc::c_int) -> io::Result<()> {
 /// preempt the thread that woke it.
 pub fn batch_scheduling() -> io::Result<()> {
     let param = libc::sched_param { sched_priority: 0 };
+    CHANGED.with(|c| c.set(true));
     // SAFETY: a valid sched_param for pid 0 (the calling thread).
     check(unsafe { libc::sched_setscheduler(0, libc::SCHED_BATCH, &param) })?;
     Ok(())
@@ -25,6 +38,7 @@ pub fn batch_scheduling() -> io::Result<()> {
 pub fn lowest_priority() -> io::Result<()> {
     // On Linux the nice value is a thread's, and `who` 0 is the calling thread (the kernel's
     // `current`), not the whole process.
+    CHANGED.with(|c| c.set(true));
     // SAFETY: setpriority takes no pointers; it only reads its three integers.
     check(unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, 19) })?;
     Ok(())

@@ -23,6 +23,8 @@ pub struct Shared {
     pub(super) connections: Arc<Connections>,
     pub(super) conn_shares: Arc<Shares>,
     pub(super) watcher: Arc<stream_socket::Watcher>,
+    /// Connection threads waiting for a connection.
+    pub(super) spares: super::spares::Spares,
 }
 
 /// A request whose head and body have both arrived, ready for a worker.
