@@ -116,6 +116,7 @@ pub fn serve_on(config: Config, listener: std::net::TcpListener) -> Result<Servi
     let app = Arc::new(App {
         stream_shares: admission::Shares::new(capacity.max_streams, config.client_share),
         stream_slots: admission::Slots::new(capacity.max_streams),
+        stream_principals: admission::Principals::new(config.streams_per_principal),
         capacity,
         hasher: hashing::Hasher::start(config.hash_threads, config.hash_queue),
         signin_blocks: admission::Blocks::default(),

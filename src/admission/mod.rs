@@ -6,7 +6,9 @@
 //! - connection capacity (`Connections`: threads and descriptors; the accept loop asks it) and a
 //!   client's share of connections (`Shares`);
 //! - stream capacity (`Slots`: exact, a place is taken before any lease) and a client's share of
-//!   streams (`Shares`); the per-principal stream limit (`subscribe`, by lease);
+//!   streams (`Shares`); the per-principal stream limit, on this instance from memory
+//!   (`Principals`: a user's or token's streams here, so one past the limit costs no query) and
+//!   across instances by lease (`db::leases::open`);
 //! - hash admission (`hashing`: the queue and a client's share of it);
 //! - failure budgets and rate limits (`limits`), and the addresses known to be over sign-in's
 //!   (`Blocks`, refused from memory).
@@ -18,11 +20,13 @@ use crate::error::{ApiError, Code};
 
 mod blocks;
 mod connections;
+mod principals;
 mod shares;
 mod slots;
 
 pub use blocks::Blocks;
 pub use connections::{Connections, Full, Place};
+pub use principals::{PrincipalPlace, Principals};
 pub use shares::{Shares, Ticket};
 pub use slots::{Slot, Slots};
 

@@ -22,8 +22,7 @@ use std::time::Duration;
 
 use std::sync::atomic::AtomicBool;
 
-use crate::admission::Slot;
-use crate::admission::Ticket;
+use crate::admission::{PrincipalPlace, Slot, Ticket};
 use crate::db;
 use crate::metrics::Metrics;
 
@@ -51,17 +50,18 @@ pub struct Core {
 pub struct StreamPlan {
     sub: Subscription,
     _lease: Lease,
-    /// The instance's stream place and the client's share, held while the stream lives.
-    _admitted: (Slot, Ticket),
+    /// The instance's stream place, the client's share and the principal's place here, held
+    /// while the stream lives.
+    _admitted: (Slot, Ticket, PrincipalPlace),
     timing: Timing,
 }
 
 impl StreamPlan {
-    /// A stream for `sub`, holding its lease, its place and its client's share until it drops.
+    /// A stream for `sub`, holding its lease, its places and its client's share until it drops.
     pub fn new(
         sub: Subscription,
         lease: Lease,
-        admitted: (Slot, Ticket),
+        admitted: (Slot, Ticket, PrincipalPlace),
         timing: Timing,
         metrics: Arc<Metrics>,
     ) -> StreamPlan {
