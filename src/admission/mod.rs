@@ -10,8 +10,9 @@
 //!   (`Principals`: a user's or token's streams here, so one past the limit costs no query) and
 //!   across instances by lease (`db::leases::open`);
 //! - hash admission (`hashing`: the queue and a client's share of it);
-//! - failure budgets and rate limits (`limits`), and the addresses known to be over sign-in's
-//!   (`Blocks`, refused from memory).
+//! - failure budgets and rate limits (`Budgets`: whether a bucket is spent, and the refusal's
+//!   message per kind of budget; the rule table is `crate::limits`, the counting `db::rate`), and
+//!   the addresses known to be over sign-in's (`Blocks`, refused from memory).
 //!
 //! A client is what every share counts (`http::client::Client`: an IPv4 address or an IPv6
 //! /64). A refusal is counted in `/metrics` and never logged.
@@ -19,12 +20,14 @@
 use crate::error::{ApiError, Code};
 
 mod blocks;
+mod budgets;
 mod connections;
 mod principals;
 mod shares;
 mod slots;
 
 pub use blocks::Blocks;
+pub use budgets::{BudgetError, Budgets, Spent};
 pub use connections::{Connections, Full, Place};
 pub use principals::{PrincipalPlace, Principals};
 pub use shares::{Shares, Ticket};
