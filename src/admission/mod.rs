@@ -9,7 +9,8 @@
 //!   streams (`Shares`); the per-principal stream limit, on this instance from memory
 //!   (`Principals`: a user's or token's streams here, so one past the limit costs no query) and
 //!   across instances by lease (`db::leases::open`);
-//! - hash admission (`hashing`: the queue and a client's share of it);
+//! - hash admission (`HashGate`: a place in the password-hashing queue and a client's share of
+//!   it, asked by the queue, `hashing::fair`, which keeps who waits and who runs next);
 //! - failure budgets and rate limits (`Budgets`: whether a bucket is spent, and the refusal's
 //!   message per kind of budget; the rule table is `crate::limits`, the counting `db::rate`), and
 //!   the addresses known to be over sign-in's (`Blocks`, refused from memory).
@@ -22,6 +23,7 @@ use crate::error::{ApiError, Code};
 mod blocks;
 mod budgets;
 mod connections;
+mod hash_places;
 mod principals;
 mod shares;
 mod slots;
@@ -29,6 +31,7 @@ mod slots;
 pub use blocks::Blocks;
 pub use budgets::{BudgetError, Budgets, Spent};
 pub use connections::{Connections, Full, Place};
+pub use hash_places::{HashGate, HashPlace};
 pub use principals::{PrincipalPlace, Principals};
 pub use shares::{Shares, Ticket};
 pub use slots::{Slot, Slots};
