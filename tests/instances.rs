@@ -231,7 +231,7 @@ fn refused(s: &Sse) -> (u64, String) {
 #[test]
 fn a_full_instance_tells_an_event_source_when_to_retry() {
     let server = TestServer::with(&[
-        ("CONSOLED_MAX_STREAMS", "1"),
+        ("CONSOLED_MAX_STREAMS_PER_INSTANCE", "1"),
         ("CONSOLED_CLIENT_SHARE", "1"),
     ]);
     let mut c = server.client();
@@ -251,7 +251,7 @@ fn a_full_instance_tells_an_event_source_when_to_retry() {
 #[test]
 fn an_address_past_its_share_is_told_when_to_retry() {
     let server = TestServer::with(&[
-        ("CONSOLED_MAX_STREAMS", "4"),
+        ("CONSOLED_MAX_STREAMS_PER_INSTANCE", "4"),
         ("CONSOLED_CLIENT_SHARE", "0.25"),
         ("CONSOLED_TRUSTED_PROXIES", ""),
     ]);
