@@ -25,6 +25,8 @@ pub mod metrics;
 pub mod ops;
 pub mod router;
 pub mod server;
+#[allow(unsafe_code)]
+pub(crate) mod sock;
 pub mod subscribe;
 
 use std::sync::atomic::AtomicBool;

@@ -13,11 +13,12 @@ use crossbeam_channel::{bounded, Sender};
 
 use super::guard::{Conn, Phase};
 use super::shared::{Incoming, Outcome, Shared};
-use super::{exit, head, sched, sock, stream_socket};
+use super::{exit, head, sched, stream_socket};
 use crate::admission::{Place, Refusal};
 use crate::error::{ApiError, Code};
 use crate::http::{Response, MAX_BODY};
 use crate::router;
+use crate::sock;
 
 /// Serves one connection until it closes; `fd` is the descriptor its accept returned (the write
 /// half, open as long as tiny_http's connection or a response writer of it lives). Returns

@@ -43,8 +43,6 @@ mod linger;
 #[allow(unsafe_code)]
 mod sched;
 mod shared;
-#[allow(unsafe_code)]
-mod sock;
 mod stream_socket;
 mod wire;
 mod worker;

@@ -18,9 +18,9 @@ use std::thread;
 use std::time::Duration;
 
 use super::sched;
-use super::sock::{self, Epoll, Peer};
 use crate::events::{Direct, End, Outlet, Sent, Signals, StreamPlan};
 use crate::metrics::Metrics;
+use crate::sock::{self, Epoll, Peer};
 
 /// Send buffer of a stream socket: enough for bursts of events, small enough that a client that
 /// stops reading fills it soon (and is then ended after the stall time) and that 10,000 stalled
