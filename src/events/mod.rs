@@ -13,8 +13,9 @@ pub mod journal;
 pub mod keeper;
 pub mod leases;
 pub mod listener;
-pub mod signal;
-mod stream;
+pub mod stream;
+#[cfg(test)]
+mod stream_tests;
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -29,8 +30,9 @@ use crate::metrics::Metrics;
 pub use change::Change;
 pub use hub::{Hub, Scope, Subscription};
 pub use leases::Lease;
-pub use signal::{Direct, End, Sent, Signals};
-pub use stream::{Outlet, Timing, PING, READY, RESYNC};
+pub use stream::{
+    Direct, End, Msg, Outlet, Sent, Signals, StreamSocket, Timing, Watcher, PING, READY, RESYNC,
+};
 
 /// The handles the listener and the lease keeper need, and no more.
 #[derive(Clone)]
@@ -74,25 +76,22 @@ impl StreamPlan {
         }
     }
 
-    /// The stream's signals: how the server ends it (shutdown) or pokes it (socket events).
-    pub fn signals(&self) -> Arc<Signals> {
-        self.sub.signals.clone()
-    }
-
-    /// How long the stream may be unable to send before it ends.
-    pub fn stall(&self) -> Duration {
-        self.timing.stall
-    }
-
-    /// Whether the hub may write events itself while the stream's thread sleeps
-    /// (`CONSOLED_STREAM_DIRECT`).
-    pub fn direct(&self) -> bool {
-        self.timing.direct
-    }
-
-    /// Runs the stream on the calling thread until something ends it; says why.
-    pub fn run(self, out: &mut dyn Outlet) -> End {
-        stream::run(&self.sub, self.timing, out)
+    /// Runs the stream on `socket` on the calling thread until something ends it; says why.
+    /// The plan drops after the end was written: only then are its places free and its lease
+    /// released, so a server stopping waits for every stream's last chunk.
+    pub fn run(
+        self,
+        socket: StreamSocket,
+        watcher: &Watcher,
+        stopping: &AtomicBool,
+        metrics: &Metrics,
+    ) -> End {
+        let body = stream::Body {
+            rx: &self.sub.rx,
+            signals: &self.sub.signals,
+            timing: self.timing,
+        };
+        stream::run(body, socket, watcher, stopping, metrics)
     }
 }
 
