@@ -227,3 +227,33 @@ fn the_hub_writes_for_an_idle_stream_and_hands_back_what_it_could_not_send() {
     let got = (by_hub, by_thread);
     assert!(got == queued || got == direct_again, "{got:?}");
 }
+
+/// `events::stream` stands below the hub and the server: none of its files imports the hub,
+/// `events` itself, the server or anything through `super::super` (the hub imports it, and the
+/// server runs it), so no import circle can go through it.
+#[test]
+fn the_stream_module_imports_nothing_above_it() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/src/events/stream");
+    let mut files = 0;
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let code = &text[..text.find("#[cfg(test)]\nmod tests").unwrap_or(text.len())];
+        for line in code.lines().map(str::trim_start) {
+            if !line.starts_with("use ") && !line.starts_with("pub use ") {
+                continue;
+            }
+            for above in [
+                "crate::events",
+                "crate::server",
+                "super::super",
+                "hub",
+                "crate::app",
+            ] {
+                assert!(!line.contains(above), "{}: {line}", path.display());
+            }
+        }
+        files += 1;
+    }
+    assert!(files >= 5, "{files} files read");
+}
