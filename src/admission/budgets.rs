@@ -8,7 +8,7 @@
 //! sign-in, re-authentication, password change, sign-up, second factor, verification mail,
 //! password-reset mail and provider sign-in start.
 
-use super::Refusal;
+use super::refusal::Refusal;
 use crate::db::{rate, Sql};
 use crate::error::ApiError;
 use crate::limits::{Bucket, Kind, Limits};

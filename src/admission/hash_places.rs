@@ -10,7 +10,7 @@
 
 use std::collections::HashMap;
 
-use super::Refusal;
+use super::refusal::Refusal;
 use crate::http::client::Client;
 
 /// The hash queue's size: places running (`threads`) and waiting (`queue`).

@@ -12,7 +12,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use super::Refusal;
+use super::refusal::Refusal;
 use crate::db::leases::Holder;
 
 /// This instance's streams per user or token, against the per-principal limit.

@@ -8,6 +8,7 @@
 //! user's organizations.
 
 mod change;
+mod handles;
 pub mod hub;
 pub mod journal;
 pub mod keeper;
@@ -17,34 +18,19 @@ pub mod stream;
 #[cfg(test)]
 mod stream_tests;
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
-
-use std::sync::atomic::AtomicBool;
 
 use crate::admission::{PrincipalPlace, Slot, Ticket};
-use crate::db;
 use crate::metrics::Metrics;
 
 pub use change::Change;
+pub use handles::Core;
 pub use hub::{Hub, Scope, Subscription};
 pub use leases::Lease;
 pub use stream::{
     Direct, End, Msg, Outlet, Sent, Signals, StreamSocket, Timing, Watcher, PING, READY, RESYNC,
 };
-
-/// The handles the listener and the lease keeper need, and no more.
-#[derive(Clone)]
-pub struct Core {
-    pub hub: Arc<Hub>,
-    pub pool: db::Pool,
-    pub metrics: Arc<Metrics>,
-    pub stopping: Arc<AtomicBool>,
-    /// Settings of the listener's own connection (never a pooled one).
-    pub listen_db: postgres::Config,
-    pub session_idle: Duration,
-}
 
 /// An authorised event stream, ready to run on its own thread once the response head is sent.
 /// Dropping it (after `run`, or instead of it) unsubscribes and frees the stream's place (the

@@ -5,9 +5,9 @@ use std::io;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::change::Change;
 use super::hub::{Hub, Scope, Subscription};
 use super::stream::{run_body, Direct, End, Outlet, Sent, Timing, READY};
-use super::Change;
 
 /// The body of `sub`'s stream on the calling thread.
 fn run(sub: &Subscription, timing: Timing, out: &mut dyn Outlet) -> End {
