@@ -57,7 +57,10 @@ fn main() {
                 (streams + 10).to_string(),
             ),
             ("CONSOLED_MAX_CONNECTIONS", (streams + 100).to_string()),
-            ("CONSOLED_MAX_STREAMS", (streams + 10).to_string()),
+            (
+                "CONSOLED_MAX_STREAMS_PER_INSTANCE",
+                (streams + 10).to_string(),
+            ),
         ],
     );
     let addr = server.addr;

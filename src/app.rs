@@ -39,6 +39,8 @@ pub struct App {
     pub stream_shares: Arc<crate::admission::Shares>,
     /// This instance's stream places (`capacity.max_streams`).
     pub stream_slots: Arc<crate::admission::Slots>,
+    /// Streams held here per user or token (the per-principal limit, checked from memory).
+    pub stream_principals: Arc<crate::admission::Principals>,
 }
 
 /// What a handler produces: a complete response, or an event stream to hand to its own thread.

@@ -51,7 +51,7 @@ pub struct Capacity {
 }
 
 impl Capacity {
-    /// Derived limits, capped by `CONSOLED_MAX_CONNECTIONS` / `CONSOLED_MAX_STREAMS` when set.
+    /// Derived limits, capped by `CONSOLED_MAX_CONNECTIONS` / `CONSOLED_MAX_STREAMS_PER_INSTANCE` when set.
     pub fn derive(config: &Config) -> Capacity {
         let machine = Machine::read();
         let own_threads = (config.workers + config.hash_threads + 16 + SPARE_THREADS) as u64;

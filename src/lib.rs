@@ -25,6 +25,8 @@ pub mod metrics;
 pub mod ops;
 pub mod router;
 pub mod server;
+#[allow(unsafe_code)]
+pub(crate) mod sock;
 pub mod subscribe;
 
 use std::sync::atomic::AtomicBool;
@@ -133,6 +135,7 @@ pub fn serve_on(config: Config, listener: std::net::TcpListener) -> Result<Servi
     let app = Arc::new(App {
         stream_shares: admission::Shares::new(capacity.max_streams, config.client_share),
         stream_slots: admission::Slots::new(capacity.max_streams),
+        stream_principals: admission::Principals::new(config.streams_per_principal),
         capacity,
         hasher: hashing::Hasher::start(config.hash_threads, config.hash_queue),
         signin_blocks: admission::Blocks::default(),

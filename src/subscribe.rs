@@ -1,6 +1,7 @@
-//! `GET /v1/events`: admits the stream (instance capacity, the client address's share), then
-//! authenticates the token or session and takes a lease (the per-principal limit across
-//! instances) in one statement, and subscribes to the hub. The stream itself runs in the server,
+//! `GET /v1/events`: admits the stream (instance capacity, the client address's share, and the
+//! per-principal limit on this instance when the credential is known here), then authenticates
+//! the token or session and takes a lease (the per-principal limit across instances) in one
+//! statement, and subscribes to the hub. The stream itself runs in the server,
 //! on its connection's thread.
 //!
 //! Opening a stream costs at most two round trips to PostgreSQL: the pool's check of the
@@ -65,6 +66,9 @@ fn open(app: &App, req: &Request) -> ApiResult<Reply> {
     let credential = credential(req)?;
     let bearer = matches!(credential, Credential::Token(_));
     let (slot, share) = admit(app, req)?;
+    // One past the limit on this instance is refused here, without the database.
+    app.stream_principals.check(credential.hash())?;
+    let hash = credential.hash().to_vec();
     let book = &app.hub.leases;
     let max = app.config.streams_per_principal;
     let since = app.hub.journal.position();
@@ -106,6 +110,7 @@ fn open(app: &App, req: &Request) -> ApiResult<Reply> {
         Opened::Full => return Err(Refusal::PrincipalStreams { limit: max }.into()),
     };
     let lease = book.hold(lease, holder);
+    let principal = app.stream_principals.take(holder, &hash)?;
     let (sub, needs_orgs) = app.hub.subscribe(scope, app.config.stream_queue);
     let mut orgs = orgs;
     // A logout, revocation or membership change handled between the statement and the
@@ -138,7 +143,13 @@ fn open(app: &App, req: &Request) -> ApiResult<Reply> {
         stall: app.config.stream_stall,
         direct: app.config.stream_direct,
     };
-    let plan = StreamPlan::new(sub, lease, (slot, share), timing, app.metrics.clone());
+    let plan = StreamPlan::new(
+        sub,
+        lease,
+        (slot, share, principal),
+        timing,
+        app.metrics.clone(),
+    );
     Ok(Reply::Stream(plan))
 }
 

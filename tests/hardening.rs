@@ -134,7 +134,7 @@ fn ready(mut s: Sse) -> Sse {
 #[test]
 fn streams_past_the_overall_cap_get_503_and_ordinary_requests_go_on() {
     let server = TestServer::with(&[
-        ("CONSOLED_MAX_STREAMS", "2"),
+        ("CONSOLED_MAX_STREAMS_PER_INSTANCE", "2"),
         ("CONSOLED_PING_SECONDS", "0.2"),
         // Every stream here comes from one address; its share is tested in tests/streams.rs.
         ("CONSOLED_CLIENT_SHARE", "1"),

@@ -231,7 +231,7 @@ fn refused(s: &Sse) -> (u64, String) {
 #[test]
 fn a_full_instance_tells_an_event_source_when_to_retry() {
     let server = TestServer::with(&[
-        ("CONSOLED_MAX_STREAMS", "1"),
+        ("CONSOLED_MAX_STREAMS_PER_INSTANCE", "1"),
         ("CONSOLED_CLIENT_SHARE", "1"),
     ]);
     let mut c = server.client();
@@ -251,7 +251,7 @@ fn a_full_instance_tells_an_event_source_when_to_retry() {
 #[test]
 fn an_address_past_its_share_is_told_when_to_retry() {
     let server = TestServer::with(&[
-        ("CONSOLED_MAX_STREAMS", "4"),
+        ("CONSOLED_MAX_STREAMS_PER_INSTANCE", "4"),
         ("CONSOLED_CLIENT_SHARE", "0.25"),
         ("CONSOLED_TRUSTED_PROXIES", ""),
     ]);
@@ -266,4 +266,74 @@ fn an_address_past_its_share_is_told_when_to_retry() {
     assert_eq!(refused(&s), (5000, "rate_limited".to_string()));
     let plain = sse::open(server.addr, &[("Cookie", &cookie)]);
     assert_eq!(plain.status, 429);
+}
+
+/// A user's or token's stream past the limit on one instance is refused from this instance's
+/// own count, with no round trip to PostgreSQL (counted on the wire), and with the usual answer:
+/// 429 `too_many_streams` with `Retry-After`, or `event: refused` for an `EventSource`. The
+/// old code asked the lease statement every time (two round trips per refusal).
+#[test]
+fn a_principals_eleventh_stream_on_one_instance_is_refused_without_the_database() {
+    let proxy = CountingProxy::start(db_target());
+    let url = database_url().replacen(&db_target(), &format!("127.0.0.1:{}", proxy.port), 1);
+    let server = TestServer::with(&[("DATABASE_URL", &url)]);
+    let mut c = server.client();
+    let (_, state) = c.signup();
+    let org: i64 = state["organizations"][0]["id"].as_i64().unwrap();
+    let project: i64 = db()
+        .query_one("SELECT id FROM projects WHERE org_id = $1", &[&org])
+        .unwrap()
+        .get(0);
+    let (_, secret) = consoled::db::tokens::create(&mut db(), project, "t").unwrap();
+    let cookie = cookie_of(&c);
+    let bearer = format!("Bearer {secret}");
+    let kinds: [(&str, &str); 2] = [("Cookie", &cookie), ("Authorization", &bearer)];
+    let mut held = Vec::new();
+    for (name, value) in kinds {
+        for _ in 0..10 {
+            held.push(ready(sse::open(server.addr, &[(name, value)])));
+        }
+    }
+    for (name, value) in kinds {
+        // The keeper's heartbeat (three round trips every 4 s) may fall into a window: take the
+        // best of several.
+        let mut best = u64::MAX;
+        for _ in 0..4 {
+            let before = proxy.round_trips();
+            let plain = sse::open(server.addr, &[(name, value)]);
+            let event_source = sse::open(
+                server.addr,
+                &[(name, value), ("Accept", "text/event-stream")],
+            );
+            best = best.min(proxy.round_trips() - before);
+            assert_eq!(plain.status, 429, "{name}");
+            assert_eq!(plain.header("retry-after").as_deref(), Some("3"), "{name}");
+            let body: serde_json::Value = serde_json::from_slice(&plain.body).unwrap();
+            assert_eq!(body["error"]["code"], "too_many_streams", "{name}: {body}");
+            assert_eq!(
+                refused(&event_source),
+                (3000, "too_many_streams".to_string()),
+                "{name}"
+            );
+        }
+        eprintln!("{name}: {best} round trips to refuse the 11th stream");
+        assert_eq!(
+            best, 0,
+            "{name}: the 11th stream was refused by the database"
+        );
+    }
+    // The database's count still holds: freeing one place lets exactly one more in.
+    held.remove(0);
+    let deadline = Instant::now() + T;
+    loop {
+        let s = sse::open(server.addr, &[("Cookie", &cookie)]);
+        if s.status == 200 {
+            held.push(ready(s));
+            break;
+        }
+        assert!(Instant::now() < deadline, "no slot freed");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let s = sse::open(server.addr, &[("Cookie", &cookie)]);
+    assert_eq!(s.status, 429);
 }

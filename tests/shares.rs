@@ -168,7 +168,10 @@ fn an_ipv6_slash_64_is_one_client_for_the_connection_share() {
 /// requests arriving together cannot pass it (before: by up to one per worker).
 #[test]
 fn the_stream_capacity_is_exact_under_concurrent_requests() {
-    let server = TestServer::with(&[("CONSOLED_MAX_STREAMS", "2"), ("CONSOLED_WORKERS", "8")]);
+    let server = TestServer::with(&[
+        ("CONSOLED_MAX_STREAMS_PER_INSTANCE", "2"),
+        ("CONSOLED_WORKERS", "8"),
+    ]);
     let accounts: Vec<(String, String)> = (0..12)
         .map(|_| {
             let mut c = server.client();

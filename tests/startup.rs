@@ -173,6 +173,7 @@ fn unknown_settings_and_an_unusable_rust_log_are_named_at_start() {
         .arg("migrate")
         .env("DATABASE_URL", database_url())
         .env("CONSOLED_WOKRERS", "4")
+        .env("CONSOLED_MAX_STREAMS", "100")
         .env("CONSOLED_TRUSTED_PROXIES", "127.0.0.0/8, ::1/128, fd00::/8")
         .env("RUST_LOG", "verbose")
         .output()
@@ -181,6 +182,13 @@ fn unknown_settings_and_an_unusable_rust_log_are_named_at_start() {
     assert!(out.status.success(), "{err}");
     assert!(
         err.contains("unknown setting CONSOLED_WOKRERS is ignored; the closest known name is CONSOLED_WORKERS"),
+        "{err}"
+    );
+    // A renamed setting still works and names its new name.
+    assert!(
+        err.contains(
+            "setting CONSOLED_MAX_STREAMS is deprecated: it is now CONSOLED_MAX_STREAMS_PER_INSTANCE"
+        ),
         "{err}"
     );
     assert!(

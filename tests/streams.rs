@@ -219,7 +219,7 @@ fn one_address_holds_at_most_its_share_of_connections() {
 #[test]
 fn one_address_holds_at_most_its_share_of_streams() {
     let server = TestServer::with(&[
-        ("CONSOLED_MAX_STREAMS", "8"),
+        ("CONSOLED_MAX_STREAMS_PER_INSTANCE", "8"),
         ("CONSOLED_CLIENT_SHARE", "0.25"),
     ]);
     let (cookie, _) = account(&server);

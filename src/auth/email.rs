@@ -5,7 +5,7 @@
 //! tokens and talks to the mail server (src/mail.rs), so no request waits on SMTP.
 
 use super::Event;
-use crate::admission::Refusal;
+use crate::admission::{BudgetError, Budgets};
 use crate::app::{App, Reply};
 use crate::db::mail_tokens::{self, Live, Purpose};
 use crate::db::{self, outbox, rate, sessions, users};
@@ -72,18 +72,7 @@ pub fn resend(app: &App, req: &Request) -> ApiResult<Reply> {
         Bucket::VerifyMailsPerMinute(user.id),
         Bucket::VerifyMailsPerDay(user.id),
     ];
-    let mut wait = None;
-    for bucket in &buckets {
-        rate::lock(&mut tx, &bucket.key())?;
-        wait = wait.max(rate::blocked(&mut tx, &app.config.limits, bucket)?);
-    }
-    if let Some(wait) = wait {
-        return Err(Refusal::Budget {
-            wait,
-            what: Some("A verification mail was sent recently; try again later."),
-        }
-        .into());
-    }
+    Budgets::new(&app.config.limits).check_locked(&mut tx, &buckets)?;
     for bucket in &buckets {
         rate::record(&mut tx, bucket)?;
     }
@@ -115,7 +104,11 @@ pub fn forgot(app: &App, req: &Request) -> ApiResult<Reply> {
         rate::lock(&mut tx, &bucket.key())?;
     }
     // Past a cap the request is dropped silently, whether the address has an account or not.
-    let queued = rate::first_blocked(&mut tx, &app.config.limits, &buckets)?.is_none();
+    let queued = match Budgets::new(&app.config.limits).check(&mut tx, &buckets) {
+        Ok(()) => true,
+        Err(BudgetError::Spent(_)) => false,
+        Err(BudgetError::Db(e)) => return Err(e.into()),
+    };
     if queued {
         rate::record_all(&mut tx, &buckets)?;
         outbox::enqueue_for_address(&mut tx, "password_reset", email.as_str())?;

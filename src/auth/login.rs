@@ -1,7 +1,7 @@
 //! `POST /auth/login`, `POST /auth/logout` and `GET /auth/session`.
 
 use super::Event;
-use crate::admission::Refusal;
+use crate::admission::{BudgetError, Budgets};
 use crate::app::{App, Reply};
 use crate::db::{self, devices, rate, sessions, users};
 use crate::error::{ApiError, ApiResult, Code};
@@ -157,14 +157,14 @@ pub(super) fn check_limits(
     client: Client,
 ) -> ApiResult<()> {
     let buckets = failure_buckets(email, client);
-    match rate::first_blocked(c, &app.config.limits, &buckets)? {
-        Some((i, wait)) => {
-            if let Bucket::LoginClient(_) = buckets[i] {
-                app.signin_blocks.block(client, wait);
+    match Budgets::new(&app.config.limits).check(c, &buckets) {
+        Err(BudgetError::Spent(spent)) => {
+            if let Bucket::LoginClient(_) = buckets[spent.index] {
+                app.signin_blocks.block(client, spent.wait);
             }
-            Err(refused(app, wait))
+            Err(refused(app, spent.wait))
         }
-        None => Ok(()),
+        other => Ok(other?),
     }
 }
 
@@ -173,11 +173,7 @@ fn refused(app: &App, wait: u64) -> ApiError {
     app.metrics
         .signins_refused
         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    Refusal::Budget {
-        wait,
-        what: Some("Too many failed sign-ins; try again later."),
-    }
-    .into()
+    Budgets::refusal(Kind::LoginFailuresPerClient, wait).into()
 }
 
 fn device_lifetime() -> std::time::Duration {

@@ -12,7 +12,7 @@
 //!
 //! Secrets are stored sealed under the data key (`keys`) and opened only to check a TOTP code.
 
-use crate::admission::Refusal;
+use crate::admission::Budgets;
 use crate::db::{Sql, Tx as Transaction};
 use serde_json::{json, Value};
 
@@ -242,16 +242,7 @@ fn cap_bucket(user_id: i64) -> Bucket<'static> {
 /// 429 while the user has had 20 wrong codes within the hour, whatever this code is. The bucket
 /// stays locked until the transaction ends, so concurrent attempts cannot overshoot the cap.
 fn check_cap(tx: &mut impl Sql, limits: &Limits, user_id: i64) -> ApiResult<()> {
-    let bucket = cap_bucket(user_id);
-    rate::lock(tx, &bucket.key())?;
-    match rate::blocked(tx, limits, &bucket)? {
-        Some(wait) => Err(Refusal::Budget {
-            wait,
-            what: Some("Too many wrong codes; try again later."),
-        }
-        .into()),
-        None => Ok(()),
-    }
+    Ok(Budgets::new(limits).check_locked(tx, &[cap_bucket(user_id)])?)
 }
 
 /// A wrong code on an enrolment endpoint: counted toward the user's hourly cap.

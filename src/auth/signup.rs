@@ -1,9 +1,9 @@
 //! `POST /auth/signup`: the user, a personal organization with the user as owner, its `default`
 //! project, a session and the verification mail, all in one transaction.
 
-use crate::admission::Refusal;
+use crate::admission::Budgets;
 use crate::app::{App, Reply};
-use crate::db::{self, orgs, outbox, rate, users};
+use crate::db::{self, orgs, outbox, users};
 use crate::error::{ApiError, ApiResult, Code};
 use crate::http::json::{parse_name, Email, Fields, Password};
 use crate::http::Request;
@@ -24,13 +24,7 @@ pub fn post(app: &App, req: &Request) -> ApiResult<Reply> {
         let mut c = db::conn(&app.pool)?;
         let mut tx = c.transaction()?;
         let bucket = Bucket::Signup(client);
-        if let Some(wait) = rate::take(&mut tx, &app.config.limits, &bucket)? {
-            return Err(Refusal::Budget {
-                wait,
-                what: Some("Too many sign-ups from this address; try again later."),
-            }
-            .into());
-        }
+        Budgets::new(&app.config.limits).take(&mut tx, &bucket)?;
         tx.commit()?;
     }
     // No connection is held while hashing: a slow hash queue must not drain the pool.

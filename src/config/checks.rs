@@ -52,6 +52,7 @@ pub const SETTINGS: &[&str] = &[
     "CONSOLED_DB_TIMEOUT_SECONDS",
     "CONSOLED_MAX_STREAMS_PER_PRINCIPAL",
     "CONSOLED_MAX_CONNECTIONS",
+    "CONSOLED_MAX_STREAMS_PER_INSTANCE",
     "CONSOLED_MAX_STREAMS",
     "CONSOLED_STREAM_STALL_SECONDS",
     "CONSOLED_STREAM_DIRECT",
@@ -65,6 +66,13 @@ pub const SETTINGS: &[&str] = &[
     // Read by the logger, before the configuration (src/logging.rs).
     "CONSOLED_LOG_FORMAT",
     "CONSOLED_LOG_SUMMARY_SECONDS",
+];
+
+/// Settings renamed for what they limit: (old name, new name). The old name is still read when
+/// the new one is unset, with a warning at start.
+pub const RENAMED: &[(&str, &str)] = &[
+    // Beside CONSOLED_MAX_STREAMS_PER_PRINCIPAL, the bare name did not say what it counts per.
+    ("CONSOLED_MAX_STREAMS", "CONSOLED_MAX_STREAMS_PER_INSTANCE"),
 ];
 
 /// Every name a `CONSOLED_*` variable may have.
@@ -90,6 +98,15 @@ pub fn warnings(vars: &HashMap<String, String>) -> Vec<String> {
             )
         })
         .collect();
+    for (old, new) in RENAMED {
+        if vars.contains_key(*old) {
+            out.push(if vars.contains_key(*new) {
+                format!("setting {old} is ignored: {new}, its new name, is set too")
+            } else {
+                format!("setting {old} is deprecated: it is now {new} (the old name works for now)")
+            });
+        }
+    }
     out.sort();
     if let Some(spec) = vars.get("RUST_LOG") {
         out.extend(rust_log(spec));
@@ -232,6 +249,32 @@ mod tests {
         assert!(line("CLIENTS").contains("is CONSOLED_LOGIN_FAILURES_PER_CLIENT "));
         assert!(line("SECRT").contains("is CONSOLED_GITHUB_CLIENT_SECRET "));
         assert!(!w.concat().contains("s3cret-value"), "a value was printed");
+    }
+
+    #[test]
+    fn a_renamed_setting_is_named_with_its_new_name() {
+        let vars = |pairs: &[(&str, &str)]| -> HashMap<String, String> {
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        };
+        let w = warnings(&vars(&[("CONSOLED_MAX_STREAMS", "5")]));
+        assert_eq!(
+            w,
+            ["setting CONSOLED_MAX_STREAMS is deprecated: it is now \
+              CONSOLED_MAX_STREAMS_PER_INSTANCE (the old name works for now)"]
+        );
+        let both = [
+            ("CONSOLED_MAX_STREAMS", "5"),
+            ("CONSOLED_MAX_STREAMS_PER_INSTANCE", "6"),
+        ];
+        assert_eq!(
+            warnings(&vars(&both)),
+            ["setting CONSOLED_MAX_STREAMS is ignored: CONSOLED_MAX_STREAMS_PER_INSTANCE, its new \
+              name, is set too"]
+        );
+        assert!(warnings(&vars(&[("CONSOLED_MAX_STREAMS_PER_INSTANCE", "6")])).is_empty());
     }
 
     #[test]

@@ -26,6 +26,16 @@ impl Env {
         }
     }
 
+    /// The name to read of a renamed setting (`checks::RENAMED`): the new one, unless only the
+    /// old one is set.
+    pub(super) fn renamed<'a>(&self, new: &'a str, old: &'a str) -> &'a str {
+        if self.get(new).is_none() && self.get(old).is_some() {
+            old
+        } else {
+            new
+        }
+    }
+
     /// A number, or `None` when unset.
     pub(super) fn optional<T: std::str::FromStr>(
         &self,

@@ -267,7 +267,9 @@ impl Config {
             db_timeout: secs(env.parse("CONSOLED_DB_TIMEOUT_SECONDS", 3)?),
             streams_per_principal: env.parse("CONSOLED_MAX_STREAMS_PER_PRINCIPAL", 10)?,
             max_connections: env.optional("CONSOLED_MAX_CONNECTIONS")?,
-            max_streams: env.optional("CONSOLED_MAX_STREAMS")?,
+            max_streams: env.optional(
+                env.renamed("CONSOLED_MAX_STREAMS_PER_INSTANCE", "CONSOLED_MAX_STREAMS"),
+            )?,
             stream_stall: env.seconds("CONSOLED_STREAM_STALL_SECONDS", 60.0, 0.05..=3600.0)?,
             stream_direct: env.bool("CONSOLED_STREAM_DIRECT", true)?,
             client_share: env.parse("CONSOLED_CLIENT_SHARE", 0.25)?,

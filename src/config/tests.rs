@@ -85,6 +85,28 @@ fn client_address_and_limit_settings() {
     }
 }
 
+/// The per-instance stream cap has a name that says so; the old name still works (with a
+/// warning at start: `checks`), and the new one wins when both are set.
+#[test]
+fn the_stream_cap_per_instance_is_read_by_its_new_and_its_old_name() {
+    let base = ("DATABASE_URL", "postgres://a@b/c");
+    let read = |pairs: &[(&str, &str)]| {
+        let mut all = vec![base];
+        all.extend_from_slice(pairs);
+        Config::from_vars(vars(&all)).unwrap().max_streams
+    };
+    assert_eq!(read(&[]), None);
+    assert_eq!(read(&[("CONSOLED_MAX_STREAMS_PER_INSTANCE", "7")]), Some(7));
+    assert_eq!(read(&[("CONSOLED_MAX_STREAMS", "5")]), Some(5));
+    let both = [
+        ("CONSOLED_MAX_STREAMS", "5"),
+        ("CONSOLED_MAX_STREAMS_PER_INSTANCE", "7"),
+    ];
+    assert_eq!(read(&both), Some(7));
+    let err = Config::from_vars(vars(&[base, ("CONSOLED_MAX_STREAMS", "x")])).unwrap_err();
+    assert!(err.0.contains("CONSOLED_MAX_STREAMS"), "{err}");
+}
+
 #[test]
 fn debug_redacts_secrets() {
     let c = Config::from_vars(vars(&[

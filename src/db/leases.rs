@@ -19,7 +19,7 @@ pub const ALIVE_FOR: Duration = Duration::from_secs(12);
 pub const FORGET_AFTER: Duration = Duration::from_secs(60);
 
 /// Whose streams a lease counts against.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Holder {
     User(i64),
     Token(i64),
@@ -45,6 +45,15 @@ impl Holder {
 pub enum Credential {
     Token(Vec<u8>),
     Session(Vec<u8>),
+}
+
+impl Credential {
+    /// The hash presented, whichever kind it is.
+    pub fn hash(&self) -> &[u8] {
+        match self {
+            Credential::Token(h) | Credential::Session(h) => h,
+        }
+    }
 }
 
 /// The session rules the opening statement applies (as `sessions::find_valid` and

@@ -3,7 +3,8 @@
 //! Buckets, their limits and windows are `crate::limits` (the only place a bucket key is
 //! formatted); each counted event is a row. `take` checks and inserts under a
 //! transaction-scoped advisory lock on the bucket, so concurrent requests on several instances
-//! cannot both take the last slot.
+//! cannot both take the last slot. Whether a bucket is spent, and the refusal, is decided by
+//! `admission::Budgets`, which is what handlers ask; handlers only count events here.
 
 use super::Sql;
 

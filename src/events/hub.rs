@@ -14,10 +14,7 @@ use crossbeam_channel::Receiver;
 
 use super::change::Change;
 use super::leases::LeaseBook;
-use super::signal::{End, Signals};
-
-/// What a stream thread receives: a formatted `change` event, shared by every stream that gets it.
-pub type Msg = Arc<str>;
+use super::stream::{End, Msg, Signals};
 
 /// Whose stream it is.
 #[derive(Debug, Clone, Copy)]

@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::RecvTimeoutError;
 
+use super::handles::Core;
 use super::leases::Job;
-use super::Core;
 use crate::db::leases::HEARTBEAT;
 use crate::db::{self, leases, sessions};
 

@@ -15,8 +15,8 @@ use postgres::fallible_iterator::FallibleIterator;
 use postgres::{Client, Notification};
 
 use super::change::Change;
+use super::handles::Core;
 use super::journal::Mark;
-use super::Core;
 use crate::db::visibility;
 
 pub const CHANGE_CHANNEL: &str = "consoled_change";

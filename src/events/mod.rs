@@ -8,44 +8,31 @@
 //! user's organizations.
 
 mod change;
+mod handles;
 pub mod hub;
 pub mod journal;
 pub mod keeper;
 pub mod leases;
 pub mod listener;
 pub mod openings;
-pub mod signal;
-mod stream;
+pub mod stream;
+#[cfg(test)]
+mod stream_tests;
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
 
-use std::sync::atomic::AtomicBool;
-
-use crate::admission::Slot;
-use crate::admission::Ticket;
-use crate::db;
+use crate::admission::{PrincipalPlace, Slot, Ticket};
 use crate::metrics::Metrics;
 
 pub use change::Change;
+pub use handles::Core;
 pub use hub::{Hub, Scope, Subscription};
 pub use leases::Lease;
 pub use openings::{Openings, Terms};
-pub use signal::{Direct, End, Sent, Signals};
-pub use stream::{Outlet, Timing, PING, READY, RESYNC};
-
-/// The handles the listener and the lease keeper need, and no more.
-#[derive(Clone)]
-pub struct Core {
-    pub hub: Arc<Hub>,
-    pub pool: db::Pool,
-    pub metrics: Arc<Metrics>,
-    pub stopping: Arc<AtomicBool>,
-    /// Settings of the listener's own connection (never a pooled one).
-    pub listen_db: postgres::Config,
-    pub session_idle: Duration,
-}
+pub use stream::{
+    Direct, End, Msg, Outlet, Sent, Signals, StreamSocket, Timing, Watcher, PING, READY, RESYNC,
+};
 
 /// An authorised event stream, ready to run on its own thread once the response head is sent.
 /// Dropping it (after `run`, or instead of it) unsubscribes and frees the stream's place (the
@@ -53,17 +40,18 @@ pub struct Core {
 pub struct StreamPlan {
     sub: Subscription,
     _lease: Lease,
-    /// The instance's stream place and the client's share, held while the stream lives.
-    _admitted: (Slot, Ticket),
+    /// The instance's stream place, the client's share and the principal's place here, held
+    /// while the stream lives.
+    _admitted: (Slot, Ticket, PrincipalPlace),
     timing: Timing,
 }
 
 impl StreamPlan {
-    /// A stream for `sub`, holding its lease, its place and its client's share until it drops.
+    /// A stream for `sub`, holding its lease, its places and its client's share until it drops.
     pub fn new(
         sub: Subscription,
         lease: Lease,
-        admitted: (Slot, Ticket),
+        admitted: (Slot, Ticket, PrincipalPlace),
         timing: Timing,
         metrics: Arc<Metrics>,
     ) -> StreamPlan {
@@ -76,25 +64,22 @@ impl StreamPlan {
         }
     }
 
-    /// The stream's signals: how the server ends it (shutdown) or pokes it (socket events).
-    pub fn signals(&self) -> Arc<Signals> {
-        self.sub.signals.clone()
-    }
-
-    /// How long the stream may be unable to send before it ends.
-    pub fn stall(&self) -> Duration {
-        self.timing.stall
-    }
-
-    /// Whether the hub may write events itself while the stream's thread sleeps
-    /// (`CONSOLED_STREAM_DIRECT`).
-    pub fn direct(&self) -> bool {
-        self.timing.direct
-    }
-
-    /// Runs the stream on the calling thread until something ends it; says why.
-    pub fn run(self, out: &mut dyn Outlet) -> End {
-        stream::run(&self.sub, self.timing, out)
+    /// Runs the stream on `socket` on the calling thread until something ends it; says why.
+    /// The plan drops after the end was written: only then are its places free and its lease
+    /// released, so a server stopping waits for every stream's last chunk.
+    pub fn run(
+        self,
+        socket: StreamSocket,
+        watcher: &Watcher,
+        stopping: &AtomicBool,
+        metrics: &Metrics,
+    ) -> End {
+        let body = stream::Body {
+            rx: &self.sub.rx,
+            signals: &self.sub.signals,
+            timing: self.timing,
+        };
+        stream::run(body, socket, watcher, stopping, metrics)
     }
 }
 

@@ -1,15 +1,13 @@
 //! The fair queue in front of the hash threads: at most `threads` items run and `queue` wait;
 //! the next item is the waiting client's that holds the fewest places (running or waiting; ties
-//! in turn), so a client with one request in goes before a flood's backlog; and when every
-//! waiting place is taken,
-//! a client below its share (places ÷ clients holding or asking for one) takes the newest
-//! waiting place of the client furthest over its share. A client at or over its share finds no
-//! place. So while others want places, no client holds more than its share, and nothing is
-//! refused while there is room.
+//! in turn), so a client with one request in goes before a flood's backlog. Whether a client
+//! gets a place at all, and whose it takes when every waiting place is taken, is hash admission
+//! (`admission::HashGate`), asked under this queue's lock.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Condvar, Mutex};
 
+use crate::admission::{HashGate, HashPlace};
 use crate::http::client::Client;
 
 struct State<T> {
@@ -24,8 +22,7 @@ struct State<T> {
 pub struct FairQueue<T> {
     state: Mutex<State<T>>,
     ready: Condvar,
-    threads: usize,
-    queue: usize,
+    gate: HashGate,
 }
 
 /// What `push` did.
@@ -38,12 +35,6 @@ pub enum Pushed<T> {
     Refused(T),
 }
 
-enum Place {
-    Free,
-    From(Client),
-    None,
-}
-
 impl<T> FairQueue<T> {
     pub fn new(threads: usize, queue: usize) -> FairQueue<T> {
         FairQueue {
@@ -54,8 +45,7 @@ impl<T> FairQueue<T> {
                 queued: 0,
             }),
             ready: Condvar::new(),
-            threads,
-            queue,
+            gate: HashGate { threads, queue },
         }
     }
 
@@ -66,32 +56,20 @@ impl<T> FairQueue<T> {
 
     /// Whether `client` would get a place now (a cheap look before costly work; may race).
     pub fn has_place(&self, client: Client) -> bool {
-        !matches!(self.place(&self.state.lock().unwrap(), client), Place::None)
+        self.place(&self.state.lock().unwrap(), client).is_ok()
     }
 
-    fn place(&self, s: &State<T>, client: Client) -> Place {
-        if s.queued < self.queue {
-            return Place::Free;
-        }
-        let mine = s.held.get(&client).copied().unwrap_or(0);
-        let clients = s.held.len() + usize::from(mine == 0);
-        let share = ((self.threads + self.queue) / clients).max(1);
-        if mine >= share {
-            return Place::None;
-        }
-        s.held
-            .iter()
-            .filter(|(c, n)| **n > share && s.waiting.contains_key(c))
-            .max_by_key(|(_, n)| **n)
-            .map_or(Place::None, |(c, _)| Place::From(*c))
+    fn place(&self, s: &State<T>, client: Client) -> Result<HashPlace, crate::admission::Refusal> {
+        self.gate
+            .place(client, s.queued, &s.held, |c| s.waiting.contains_key(c))
     }
 
     pub fn push(&self, client: Client, item: T) -> Pushed<T> {
         let mut s = self.state.lock().unwrap();
         let displaced = match self.place(&s, client) {
-            Place::Free => None,
-            Place::From(hog) => Some(s.take_newest(hog)),
-            Place::None => return Pushed::Refused(item),
+            Ok(HashPlace::Free) => None,
+            Ok(HashPlace::From(hog)) => Some(s.take_newest(hog)),
+            Err(_) => return Pushed::Refused(item),
         };
         s.push(client, item);
         drop(s);

@@ -9,7 +9,8 @@
 //! want a place, one client holds at most its share of the places (threads + queue, divided by
 //! the clients holding or asking for one). A newcomer below its share who finds every place
 //! taken takes the newest waiting place of the client furthest over its share, and that request
-//! is refused (429) instead. So a flood from one address delays another client's hash by about
+//! is refused (429) instead. That decision is hash admission (`admission::HashGate`); the queue
+//! (`fair`) asks it. So a flood from one address delays another client's hash by about
 //! the hashes already running, and nothing is refused while there is room.
 //!
 //! Each hash thread allocates its 19 MiB of argon2 blocks once and reuses them: letting the

@@ -18,11 +18,12 @@ use super::conn;
 use super::guard::Guard;
 use super::linger::Lingering;
 use super::shared::{Incoming, Shared};
-use super::{accepted, exit, sock};
+use super::{accepted, exit};
 use crate::admission::Ticket;
 use crate::admission::{Full, Refusal};
 use crate::error::ApiError;
 use crate::http::client::Client;
+use crate::sock;
 
 /// Stack of a connection thread: tiny_http's head parser, our body reader and, for a stream,
 /// the stream loop; none needs much.

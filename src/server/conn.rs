@@ -1,7 +1,7 @@
 //! A client connection's thread: reads request heads (tiny_http, under the guard) and bodies
 //! (ours, under a deadline), hands each complete request to the worker pool and waits for its
 //! outcome, so that a worker never waits on a client. When the outcome is an event stream, this
-//! same thread runs it (`stream_socket::run`): one thread per stream.
+//! same thread runs it (`events::StreamPlan::run`): one thread per stream.
 
 use std::io;
 use std::os::fd::RawFd;
@@ -12,12 +12,14 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{bounded, Sender};
 
 use super::guard::{Conn, Phase};
-use super::shared::{Incoming, Outcome, Shared};
-use super::{exit, head, sched, sock, stream_socket};
+use super::shared::{Incoming, Outcome, Shared, Start};
+use super::{exit, head, sched};
 use crate::admission::{Place, Refusal};
 use crate::error::{ApiError, Code};
+use crate::events::StreamSocket;
 use crate::http::{Response, MAX_BODY};
 use crate::router;
+use crate::sock;
 
 /// Serves one connection until it closes; `fd` is the descriptor its accept returned (the write
 /// half, open as long as tiny_http's connection or a response writer of it lives). Returns
@@ -135,8 +137,18 @@ pub fn serve(
                 // write half, which the stream's writer keeps open.
                 drop(requests);
                 place.streaming();
-                let stopping = &app.stopping;
-                stream_socket::run(*start, fd, &shared.watcher, stopping, &app.metrics);
+                // Woken by the hub, a stream thread waits for the hub to finish its fan-out
+                // instead of preempting it: the woken threads then run back to back, without an
+                // interrupt each (measured: p99 and CPU per delivery both lower at 1,000
+                // streams x 50 changes/s).
+                let _ = sched::batch_scheduling();
+                let Start {
+                    plan,
+                    writer,
+                    chunked,
+                } = *start;
+                let socket = StreamSocket::new(fd, writer, chunked);
+                plan.run(socket, &shared.watcher, &app.stopping, &app.metrics);
                 return true;
             }
             Ok(Outcome::Close) | Err(_) => return false,

@@ -14,13 +14,14 @@ use std::net::{IpAddr, SocketAddr};
 use std::os::fd::RawFd;
 use std::time::{Duration, Instant};
 
-use super::{head, sock, wire};
+use super::{head, wire};
 use crate::app::App;
 use crate::error::{ApiError, Code};
 use crate::http::Response;
 use crate::logging::access::{self, AccessRecord};
 use crate::metrics::Metrics;
 use crate::router;
+use crate::sock;
 
 /// Counts a response that left, and writes its access line. Every response of the server passes
 /// here once.

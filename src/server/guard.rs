@@ -16,9 +16,10 @@ use std::sync::{Arc, Mutex, Weak};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use super::{exit, sock};
+use super::exit;
 use crate::error::{ApiError, Code};
 use crate::metrics::Metrics;
+use crate::sock;
 
 /// Largest request head (request line and all header lines) we take.
 pub const MAX_HEAD: usize = 16 * 1024;

@@ -5,8 +5,9 @@
 //! gets a thread (`conn`) that parses request heads with tiny_http, reads bodies and hands complete
 //! requests to the workers (`worker`), which dispatch and respond. A handler that returns
 //! `Reply::Stream` gets its response head written by the worker; the stream then runs on the
-//! connection's thread (`stream_socket`), woken by the hub, by revocation or shutdown, and by the socket
-//! watcher when the client closes or sends again.
+//! connection's thread (`events::stream` owns it: socket, outlet, hand-off and end), woken by the
+//! hub, by revocation or shutdown, and by the socket watcher when the client closes or sends
+//! again.
 //!
 //! Defences against tiny_http's known defects live here (see docs/HARDENING.md):
 //! - socket timeouts: SO_RCVTIMEO/SO_SNDTIMEO set on the listener are inherited by every accepted
@@ -30,7 +31,7 @@ use socket2::{Domain, Socket, Type};
 
 use crate::admission::{Connections, Shares};
 use crate::app::App;
-use crate::events::End;
+use crate::events::{End, Watcher};
 
 mod accept;
 #[allow(unsafe_code)]
@@ -43,10 +44,7 @@ mod linger;
 #[allow(unsafe_code)]
 mod sched;
 mod shared;
-#[allow(unsafe_code)]
-mod sock;
 mod spares;
-mod stream_socket;
 mod wire;
 mod worker;
 
@@ -100,7 +98,7 @@ impl Server {
             requests: rx,
             connections: Connections::new(app.capacity.max_connections, app.capacity.fd_budget),
             conn_shares: Shares::new(app.capacity.max_connections, app.config.client_share),
-            watcher: stream_socket::Watcher::start(app.stopping.clone())?,
+            watcher: Watcher::start(app.stopping.clone(), app.stream_slots.clone())?,
             spares: spares::Spares::start(app.stopping.clone(), accept::CONNECTION_STACK)?,
         });
         let accept_shared = shared.clone();
@@ -145,7 +143,9 @@ impl Server {
             join_until(w, deadline);
         }
         self.shared.watcher.end_all(End::Shutdown);
-        while self.shared.watcher.open() > 0 && Instant::now() < deadline {
+        // Open streams are counted in one place, their places (`admission::Slots`); a stream
+        // gives its place back after its last chunk is written.
+        while self.shared.app.stream_slots.held() > 0 && Instant::now() < deadline {
             thread::sleep(Duration::from_millis(10));
         }
     }

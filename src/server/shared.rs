@@ -9,10 +9,10 @@ use std::time::Instant;
 use crossbeam_channel::{Receiver, Sender};
 
 use super::guard::InFlight;
-use super::stream_socket;
 use crate::admission::{Connections, Shares};
 use crate::app::App;
 use crate::error::ApiError;
+use crate::events::{StreamPlan, Watcher};
 use crate::http::Request;
 
 /// State shared by the accept loop, connection threads and workers.
@@ -22,7 +22,8 @@ pub struct Shared {
     /// Open client connections (each has one thread) and the descriptors they hold.
     pub(super) connections: Arc<Connections>,
     pub(super) conn_shares: Arc<Shares>,
-    pub(super) watcher: Arc<stream_socket::Watcher>,
+    /// Pokes streams whose socket stirred (`events::stream`).
+    pub(super) watcher: Arc<Watcher>,
     /// Connection threads waiting for a connection.
     pub(super) spares: super::spares::Spares,
 }
@@ -46,7 +47,16 @@ pub enum Outcome {
     /// Answered: the connection may carry the next request.
     Answered,
     /// The response head of an event stream was written: run it.
-    Stream(Box<stream_socket::Start>),
+    Stream(Box<Start>),
     /// The connection is no good any more (a write failed).
     Close,
+}
+
+/// A stream whose response head has been written, ready to run on its connection's thread.
+pub struct Start {
+    pub plan: StreamPlan,
+    /// tiny_http's writer: kept (it keeps the descriptor open) until the stream ends.
+    pub writer: Box<dyn std::io::Write + Send>,
+    /// HTTP/1.1: each event is one chunk. HTTP/1.0: the body ends with the connection.
+    pub chunked: bool,
 }

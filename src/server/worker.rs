@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use crossbeam_channel::RecvTimeoutError;
 
-use super::shared::{Incoming, Outcome, Shared};
-use super::{exit, stream_socket};
+use super::exit;
+use super::shared::{Incoming, Outcome, Shared, Start};
 use crate::app::Reply;
 use crate::error::ApiError;
 use crate::events::StreamPlan;
@@ -87,7 +87,7 @@ fn start_stream(rq: tiny_http::Request, plan: StreamPlan) -> Outcome {
     {
         return Outcome::Close;
     }
-    Outcome::Stream(Box::new(stream_socket::Start {
+    Outcome::Stream(Box::new(Start {
         plan,
         writer,
         chunked: !http10,

@@ -122,7 +122,7 @@ const FORGED: [[(&str, &str); 2]; 3] = [
 /// The consoled settings the scenario needs besides the client-address ones: 8 streams on the
 /// instance, a quarter per address (2 streams each), 3 failed sign-ins per address.
 pub const LIMITS: [(&str, &str); 3] = [
-    ("CONSOLED_MAX_STREAMS", "8"),
+    ("CONSOLED_MAX_STREAMS_PER_INSTANCE", "8"),
     ("CONSOLED_CLIENT_SHARE", "0.25"),
     ("CONSOLED_LOGIN_FAILURES_PER_CLIENT", "3"),
 ];

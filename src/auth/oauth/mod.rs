@@ -25,8 +25,8 @@ use serde_json::json;
 use crate::app::{App, Reply};
 use crate::config::ProviderConfig;
 use crate::crypto::{b64url, constant_time_eq, new_token, sha256, token_hash};
+use crate::db;
 use crate::db::oauth_states::{self, NewState, StoredState};
-use crate::db::{self, rate};
 use crate::error::{ApiError, ApiResult, Code};
 use crate::http::cookies::SetCookie;
 use crate::http::json::Email;
@@ -188,9 +188,7 @@ fn store_attempt(app: &App, req: &Request, attempt: &NewState) -> ApiResult<()> 
     let mut c = db::conn(&app.pool)?;
     let mut tx = c.transaction()?;
     let bucket = Bucket::OAuthStart(req.client(&app.config.client_source));
-    if let Some(wait) = rate::take(&mut tx, &app.config.limits, &bucket)? {
-        return Err(crate::admission::Refusal::Budget { wait, what: None }.into());
-    }
+    crate::admission::Budgets::new(&app.config.limits).take(&mut tx, &bucket)?;
     oauth_states::purge_expired(&mut tx)?;
     oauth_states::insert(&mut tx, attempt)?;
     tx.commit()?;

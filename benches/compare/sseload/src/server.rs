@@ -66,14 +66,14 @@ impl Server {
                     .env("RUST_LOG", "warn")
                     // One token opens every stream: the per-token limit is not what is measured.
                     .env("CONSOLED_MAX_STREAMS_PER_PRINCIPAL", UNBOUNDED)
-                    .env("CONSOLED_MAX_STREAMS", UNBOUNDED)
+                    .env("CONSOLED_MAX_STREAMS_PER_INSTANCE", UNBOUNDED)
                     .env("CONSOLED_MAX_CONNECTIONS", UNBOUNDED);
             }
             Kind::AsyncRef => {
                 cmd.env("ASYNC_REF_LISTEN", &listen);
             }
         }
-        // The caller's own settings win (e.g. `CONSOLED_MAX_STREAMS=… make bench-compare`),
+        // The caller's own settings win (e.g. `CONSOLED_MAX_STREAMS_PER_INSTANCE=… make bench-compare`),
         // except the address the tool picked.
         let own = match kind {
             Kind::Consoled | Kind::ConsoledIndirect => "CONSOLED_",

@@ -1,26 +1,22 @@
-//! An event stream on its connection's thread: the socket outlet the stream writes to, and the
-//! watcher that wakes a stream when its client's socket stirs.
-//!
-//! Life of a stream (docs/events.md has the picture): the connection thread read the request
-//! and a worker authorised it and wrote the response head; the connection thread then drops
-//! tiny_http's read half (its descriptor closes: one descriptor per stream), registers the socket
-//! with the watcher and runs the stream until something ends it. A FIN, a reset or a pipelined
-//! request wakes the watcher's epoll, which pokes the stream; the stream looks at the socket
-//! (`sock::peer`, which consumes nothing) and ends itself. The slot is free the moment the
-//! stream's plan drops.
+//! A stream's socket, from the moment its response head is written to its end: the socket
+//! options, its registration with the watcher, the outlet the body writes to, the hub's direct
+//! writes on it while the thread sleeps (and what they leave unsent), and the end (the last
+//! chunk, or a reset for a client that stopped reading, then the socket's shutdown). Who may
+//! write on it at any moment is the `Writer` hand-off in `signal`.
 
-use std::collections::HashMap;
 use std::io::Write;
 use std::os::fd::RawFd;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::thread;
 use std::time::Duration;
 
-use super::sched;
-use super::sock::{self, Epoll, Peer};
-use crate::events::{Direct, End, Outlet, Sent, Signals, StreamPlan};
+use crossbeam_channel::Receiver;
+
+use super::body::{self, Msg, Outlet, Timing};
+use super::signal::{Direct, End, Sent, Signals};
+use super::watcher::Watcher;
 use crate::metrics::Metrics;
+use crate::sock::{self, Peer};
 
 /// Send buffer of a stream socket: enough for bursts of events, small enough that a client that
 /// stops reading fills it soon (and is then ended after the stall time) and that 10,000 stalled
@@ -30,23 +26,54 @@ const SEND_BUFFER: usize = 64 * 1024;
 /// How much longer than the stall time the kernel waits for acknowledgements (see `run`).
 const USER_TIMEOUT_MARGIN: Duration = Duration::from_secs(1);
 
-/// A stream whose response head has been written, ready to run on its connection's thread.
-pub struct Start {
-    pub plan: StreamPlan,
+/// The connection a stream runs on, its response head written.
+pub struct StreamSocket {
+    /// The connection's socket (tiny_http's write half): everything after the head is sent on
+    /// it directly.
+    fd: RawFd,
     /// tiny_http's writer: kept (it keeps the descriptor open) and dropped at the end, which
-    /// shuts the socket down. Everything after the head is sent on the descriptor directly.
-    pub writer: Box<dyn Write + Send>,
+    /// shuts the socket down.
+    writer: Box<dyn Write + Send>,
     /// HTTP/1.1: each event is one chunk. HTTP/1.0: the body ends with the connection.
-    pub chunked: bool,
+    chunked: bool,
 }
 
-/// Runs a stream on the calling thread (the connection's) until it ends.
-pub fn run(start: Start, fd: RawFd, watcher: &Watcher, stopping: &AtomicBool, metrics: &Metrics) {
-    let Start {
-        plan,
+impl StreamSocket {
+    pub fn new(fd: RawFd, writer: Box<dyn Write + Send>, chunked: bool) -> StreamSocket {
+        StreamSocket {
+            fd,
+            writer,
+            chunked,
+        }
+    }
+}
+
+/// What a stream runs: its queue, its signals and its clock.
+pub struct Body<'a> {
+    pub rx: &'a Receiver<Msg>,
+    pub signals: &'a Arc<Signals>,
+    pub timing: Timing,
+}
+
+/// Runs a stream on the calling thread (the connection's) until it ends; the socket is shut
+/// down when this returns. Says why it ended.
+pub fn run(
+    body: Body<'_>,
+    socket: StreamSocket,
+    watcher: &Watcher,
+    stopping: &AtomicBool,
+    metrics: &Metrics,
+) -> End {
+    let StreamSocket {
+        fd,
         writer,
         chunked,
-    } = start;
+    } = socket;
+    let Body {
+        rx,
+        signals,
+        timing,
+    } = body;
     let _ = sock::set_nodelay(fd);
     let _ = sock::set_send_buffer(fd, SEND_BUFFER);
     // A client that vanished acknowledges nothing: the kernel gives up a second after the stall
@@ -54,12 +81,7 @@ pub fn run(start: Start, fd: RawFd, watcher: &Watcher, stopping: &AtomicBool, me
     // client that merely stopped reading still acknowledges probes of its closed window, and is
     // ended by the stream's own stall clock first, as `stalled`; with both at the stall time,
     // which came first depended on the load.)
-    let _ = sock::set_user_timeout(fd, plan.stall() + USER_TIMEOUT_MARGIN);
-    // Woken by the hub, a stream thread waits for the hub to finish its fan-out instead of
-    // preempting it: the woken threads then run back to back, without an interrupt each
-    // (measured: p99 and CPU per delivery both lower at 1,000 streams x 50 changes/s).
-    let _ = sched::batch_scheduling();
-    let signals = plan.signals();
+    let _ = sock::set_user_timeout(fd, timing.stall + USER_TIMEOUT_MARGIN);
     let key = watcher.add(fd, signals.clone());
     if stopping.load(Ordering::SeqCst) {
         signals.end(End::Shutdown);
@@ -69,7 +91,7 @@ pub fn run(start: Start, fd: RawFd, watcher: &Watcher, stopping: &AtomicBool, me
         chunked,
         rest: Mutex::new(Vec::new()),
     });
-    if plan.direct() {
+    if timing.direct {
         signals.allow_direct(direct.clone());
     }
     let mut out = SocketOutlet {
@@ -79,7 +101,7 @@ pub fn run(start: Start, fd: RawFd, watcher: &Watcher, stopping: &AtomicBool, me
         at: 0,
         direct,
     };
-    let why = plan.run(&mut out);
+    let why = body::run(rx, signals, timing, &mut out);
     if let Some(key) = key {
         watcher.remove(fd, key);
     }
@@ -94,6 +116,7 @@ pub fn run(start: Start, fd: RawFd, watcher: &Watcher, stopping: &AtomicBool, me
     metrics.streams_ended[why as usize - 1].fetch_add(1, Ordering::Relaxed);
     log::debug!("event stream ended: {}", why.as_str());
     drop(writer);
+    why
 }
 
 /// The stream's socket, written without blocking. What the socket does not take stays here
@@ -197,83 +220,5 @@ impl SocketOutlet {
             self.buf.extend_from_slice(b"0\r\n\r\n");
         }
         let _ = self.send();
-    }
-}
-
-/// One epoll instance for every stream socket, and the thread that waits on it.
-pub struct Watcher {
-    epoll: Epoll,
-    streams: Mutex<HashMap<u64, Arc<Signals>>>,
-    next: AtomicU64,
-}
-
-impl Watcher {
-    pub fn start(stopping: Arc<AtomicBool>) -> std::io::Result<Arc<Watcher>> {
-        let watcher = Arc::new(Watcher {
-            epoll: Epoll::new()?,
-            streams: Mutex::new(HashMap::new()),
-            next: AtomicU64::new(1),
-        });
-        let w = watcher.clone();
-        thread::Builder::new()
-            .name("stream-watch".into())
-            .spawn(move || w.watch(&stopping))?;
-        Ok(watcher)
-    }
-
-    fn watch(&self, stopping: &AtomicBool) {
-        let mut keys = Vec::new();
-        while !stopping.load(Ordering::SeqCst) || self.open() > 0 {
-            keys.clear();
-            if let Err(e) = self.epoll.wait(&mut keys, Duration::from_millis(500)) {
-                log::error!("stream watcher: {e}");
-                thread::sleep(Duration::from_millis(100));
-                continue;
-            }
-            let streams = self.lock();
-            for key in &keys {
-                // A key removed meanwhile is gone from the map: its event is dropped.
-                if let Some(signals) = streams.get(key) {
-                    signals.poke();
-                }
-            }
-        }
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Arc<Signals>>> {
-        self.streams.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Watches a stream's socket. `None` if epoll refused it (the stream then notices a closed
-    /// client only when a send fails).
-    fn add(&self, fd: RawFd, signals: Arc<Signals>) -> Option<u64> {
-        let key = self.next.fetch_add(1, Ordering::Relaxed);
-        self.lock().insert(key, signals);
-        match self.epoll.add(fd, key) {
-            Ok(()) => Some(key),
-            Err(e) => {
-                log::warn!("cannot watch a stream socket: {e}");
-                self.lock().remove(&key);
-                None
-            }
-        }
-    }
-
-    /// Stops watching; must be called before the descriptor closes.
-    fn remove(&self, fd: RawFd, key: u64) {
-        self.epoll.remove(fd);
-        self.lock().remove(&key);
-    }
-
-    /// Ends every stream (shutdown).
-    pub fn end_all(&self, why: End) {
-        for signals in self.lock().values() {
-            signals.end(why);
-        }
-    }
-
-    /// Streams running now.
-    pub fn open(&self) -> usize {
-        self.lock().len()
     }
 }

@@ -123,7 +123,7 @@ pub struct Signals {
 }
 
 /// What the hub did while the stream's thread slept (`Signals::take_back`).
-pub(super) struct HubWrites {
+pub(in crate::events) struct HubWrites {
     /// When it last wrote a whole event (the ping clock starts again).
     pub event: Option<Instant>,
     /// When it last got any byte out (progress, for the stall clock).
@@ -166,7 +166,7 @@ impl Signals {
     }
 
     /// Called by the thread that runs the stream, before it first looks at anything.
-    pub(super) fn attach(&self) {
+    pub(in crate::events) fn attach(&self) {
         let _ = self.thread.set(thread::current());
     }
 
@@ -180,7 +180,7 @@ impl Signals {
     /// The hub's fast path for a stream whose queue is empty: if its thread is idle, writes the
     /// event on the connection without waking it. True when the event was taken care of (sent;
     /// or partly sent, the rest left to the thread, which is woken).
-    pub(super) fn try_direct(&self, event: &str) -> bool {
+    pub(in crate::events) fn try_direct(&self, event: &str) -> bool {
         let Some(direct) = self.direct.get() else {
             return false;
         };
@@ -205,7 +205,7 @@ impl Signals {
 
     /// Called by the stream's thread about to sleep with nothing queued anywhere: the hub may
     /// write until `take_back`. A no-op when the HTTP layer allowed no direct writes.
-    pub(super) fn idle(&self) {
+    pub(in crate::events) fn idle(&self) {
         if self.direct.get().is_some() {
             self.writer.set(Writer::Idle);
         }
@@ -213,7 +213,7 @@ impl Signals {
 
     /// Called by the stream's thread when it wakes: it is the writer again (after a write of the
     /// hub in progress, which is one non-blocking send). Says what the hub wrote meanwhile.
-    pub(super) fn take_back(&self) -> HubWrites {
+    pub(in crate::events) fn take_back(&self) -> HubWrites {
         let mut spins = 0u32;
         while let Err(Writer::Hub) = self.writer.hand(Writer::Idle, Writer::Thread) {
             // The hub's write is one non-blocking send; should the hub lose its CPU meanwhile,
@@ -240,11 +240,11 @@ impl Signals {
         End::from_u8(self.ended.load(Ordering::SeqCst))
     }
 
-    pub(super) fn take_dropped(&self) -> bool {
+    pub(in crate::events) fn take_dropped(&self) -> bool {
         self.dropped.swap(false, Ordering::SeqCst)
     }
 
-    pub(super) fn take_poke(&self) -> bool {
+    pub(in crate::events) fn take_poke(&self) -> bool {
         self.poked.swap(false, Ordering::SeqCst)
     }
 
