@@ -54,7 +54,8 @@ impl Capacity {
     /// Derived limits, capped by `CONSOLED_MAX_CONNECTIONS` / `CONSOLED_MAX_STREAMS_PER_INSTANCE` when set.
     pub fn derive(config: &Config) -> Capacity {
         let machine = Machine::read();
-        let own_threads = (config.workers + config.hash_threads + 16 + SPARE_THREADS) as u64;
+        // Spare connection threads: at most twice the spares wait (`server::spares`).
+        let own_threads = (config.workers + config.hash_threads + 16 + 2 * SPARE_THREADS) as u64;
         let cap = Capacity::from_machine(
             &machine,
             own_threads,

@@ -22,6 +22,7 @@ pub mod logging;
 pub mod mail;
 pub mod maintenance;
 pub mod metrics;
+pub mod oneshot;
 pub mod ops;
 pub mod router;
 pub mod server;

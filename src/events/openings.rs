@@ -17,10 +17,12 @@
 
 use std::thread;
 
-use crossbeam_channel::{bounded, Receiver, Sender};
+use crossbeam_channel::{Receiver, Sender};
+
+use crate::oneshot;
 
 use crate::db::leases::{self, Credential, Opened, SessionRules};
-use crate::db::Pool;
+use crate::db::{Conn, Pool};
 use crate::error::{is_connectivity, ApiError};
 
 /// Most openings in one statement. A group of 256 runs in about 10 ms on the benchmark machine;
@@ -29,7 +31,7 @@ const GROUP: usize = 256;
 
 /// Threads that run groups. Two: one group runs in the database while the next gathers; more
 /// would only split the same arrivals into smaller groups.
-const THREADS: usize = 2;
+const THREADS: usize = 1;
 
 /// What every opening of this process shares.
 pub struct Terms {
@@ -42,7 +44,7 @@ pub struct Terms {
 
 struct Opening {
     credential: Credential,
-    answer: Sender<Result<Opened, ApiError>>,
+    answer: oneshot::Sender<Result<Opened, ApiError>>,
 }
 
 /// The door to the opening threads; they end when it drops.
@@ -66,30 +68,43 @@ impl Openings {
     /// Authenticates `credential` and takes a lease for it, in a group with the openings that
     /// wait at the same time.
     pub fn open(&self, credential: Credential) -> Result<Opened, ApiError> {
-        let (answer, answered) = bounded(1);
+        let (answer, answered) = oneshot::pair();
         let stopped = || ApiError::unavailable("the stream openers have stopped");
         self.queue
             .send(Opening { credential, answer })
             .map_err(|_| stopped())?;
-        answered.recv().map_err(|_| stopped())?
+        answered.recv().ok_or_else(stopped)?
     }
 }
 
 fn run(pool: &Pool, terms: &Terms, waiting: &Receiver<Opening>) {
-    while let Ok(first) = waiting.recv() {
+    // Kept while groups follow each other (no check of the connection per group), given back
+    // to the pool as soon as no opening waits.
+    let mut held: Option<Conn> = None;
+    loop {
+        let first = match waiting.try_recv() {
+            Ok(first) => first,
+            Err(_) => {
+                held = None;
+                match waiting.recv() {
+                    Ok(first) => first,
+                    Err(_) => return,
+                }
+            }
+        };
         let mut group = vec![first];
         group.extend(waiting.try_iter().take(GROUP - 1));
         let credentials: Vec<&Credential> = group.iter().map(|o| &o.credential).collect();
-        let r = open_group(pool, terms, &credentials);
-        match r {
-            Ok(outcomes) => {
+        match open_group(pool, held.take(), terms, &credentials) {
+            Ok((outcomes, c)) => {
+                held = Some(c);
                 for (opening, opened) in group.into_iter().zip(outcomes) {
-                    let _ = opening.answer.send(Ok(opened));
+                    opening.answer.send(Ok(opened));
                 }
             }
             Err(failure) => {
                 for opening in group {
-                    let _ = opening.answer.send(Err(failure.to_error()));
+                    opening.answer.send(Err(failure.to_error()));
                 }
             }
         }
@@ -113,14 +128,20 @@ impl Failure {
     }
 }
 
+/// Opens a group on `held` or a connection from the pool; the connection comes back unless
+/// it failed (a failed one is dropped, never kept).
 fn open_group(
     pool: &Pool,
+    held: Option<Conn>,
     terms: &Terms,
     credentials: &[&Credential],
-) -> Result<Vec<Opened>, Failure> {
-    let mut c = pool
-        .get()
-        .map_err(|e| Failure::Away(format!("database pool: {e}")))?;
+) -> Result<(Vec<Opened>, Conn), Failure> {
+    let mut c = match held {
+        Some(c) => c,
+        None => pool
+            .get()
+            .map_err(|e| Failure::Away(format!("database pool: {e}")))?,
+    };
     let opened = leases::open(
         &mut *c,
         &terms.instance,
@@ -128,12 +149,15 @@ fn open_group(
         &terms.rules,
         terms.limit,
     );
-    opened.map_err(|e| {
-        let detail = format!("database: {e}");
-        if is_connectivity(&e) {
-            Failure::Away(detail)
-        } else {
-            Failure::Defect(detail)
+    match opened {
+        Ok(outcomes) => Ok((outcomes, c)),
+        Err(e) => {
+            let detail = format!("database: {e}");
+            Err(if is_connectivity(&e) {
+                Failure::Away(detail)
+            } else {
+                Failure::Defect(detail)
+            })
         }
-    })
+    }
 }

@@ -183,16 +183,13 @@ fn accept_one(tiny: &Tiny, guard: &Arc<Guard>, queue: &Sender<Incoming>, shared:
     let conn = guard.watch(fd, peer);
     let mut place = shared.connections.take();
     let (queue, shared2) = (queue.clone(), shared.clone());
-    let spawned = shared.spares.run(Box::new(move || {
+    // Its thread is a waiting one, or one the spawner makes (`spares`): this loop makes none.
+    shared.spares.run(Box::new(move || {
         conn::serve(client, fd, &conn, &queue, &shared2, &mut place);
         drop(conn);
         drop(share);
         drop(place);
     }));
-    if let Err(e) = spawned {
-        // The closure (the connection and its place in it) is dropped: the client sees a close.
-        log::error!("cannot start a connection thread: {e}");
-    }
 }
 
 /// The client's share of connections (an IPv6 client counts by its /64, as for every other

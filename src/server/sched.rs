@@ -1,5 +1,6 @@
-//! How the server's own threads are scheduled: the two calls to the kernel's scheduler (with
-//! `sock.rs` and `accepted.rs`, the only unsafe code of the crate).
+//! How the server's own threads are scheduled and named: the two calls to the kernel's scheduler
+//! and the one that names a thread (with `sock.rs` and `accepted.rs`, the only unsafe code of the
+//! crate).
 
 use std::cell::Cell;
 use std::io;
@@ -31,6 +32,14 @@ pub fn batch_scheduling() -> io::Result<()> {
     // SAFETY: a valid sched_param for pid 0 (the calling thread).
     check(unsafe { libc::sched_setscheduler(0, libc::SCHED_BATCH, &param) })?;
     Ok(())
+}
+
+/// Names the calling thread, as `ps -L` and `/proc/<pid>/task/<tid>/comm` show it (at most 15
+/// bytes): a spare connection thread is `conn-spare` while it waits, `conn` while it serves.
+pub fn name_thread(name: &std::ffi::CStr) {
+    // SAFETY: PR_SET_NAME reads a NUL-terminated string of which it copies at most 16 bytes;
+    // `name` is one and lives for the call.
+    unsafe { libc::prctl(libc::PR_SET_NAME, name.as_ptr()) };
 }
 
 /// Gives the calling thread the lowest priority (nice 19): under contention it gets only the

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use crossbeam_channel::{Receiver, Sender};
+use crossbeam_channel::Receiver;
 
 use super::guard::InFlight;
 use crate::admission::{Connections, Shares};
@@ -39,7 +39,7 @@ pub struct Incoming {
     /// Held until the response is written.
     pub done: InFlight,
     /// Where the worker says what became of the request.
-    pub outcome: Sender<Outcome>,
+    pub outcome: crate::oneshot::Sender<Outcome>,
 }
 
 /// What became of a request.
