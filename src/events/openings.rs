@@ -29,8 +29,9 @@ use crate::error::{is_connectivity, ApiError};
 /// larger groups would make the first of them wait longer for little gain.
 const GROUP: usize = 256;
 
-/// Threads that run groups. Two: one group runs in the database while the next gathers; more
-/// would only split the same arrivals into smaller groups.
+/// Threads that run groups. One: the next group gathers while one runs in the database, and the
+/// groups are as large as the arrivals make them. Two opened a 5,000-stream storm in the same time
+/// (within the machine's noise) in groups half as large, which cost the database more.
 const THREADS: usize = 1;
 
 /// What every opening of this process shares.
