@@ -18,6 +18,7 @@
 use std::thread;
 
 use crossbeam_channel::{Receiver, Sender};
+use postgres::error::SqlState;
 
 use crate::oneshot;
 
@@ -143,13 +144,26 @@ fn open_group(
             .get()
             .map_err(|e| Failure::Away(format!("database pool: {e}")))?,
     };
-    let opened = leases::open(
-        &mut *c,
-        &terms.instance,
-        credentials,
-        &terms.rules,
-        terms.limit,
-    );
+    let open = |c: &mut Conn| {
+        leases::open(
+            &mut **c,
+            &terms.instance,
+            credentials,
+            &terms.rules,
+            terms.limit,
+        )
+    };
+    let mut opened = open(&mut c);
+    // An instance of the previous release (`consoled_open_stream`, during a rolling upgrade)
+    // notes a token as used before it takes the token's lock; a group takes its locks first. The
+    // two can wait on each other, and PostgreSQL then cancels one of them: that one runs again
+    // (its statement was undone as a whole).
+    if opened
+        .as_ref()
+        .is_err_and(|e| e.code() == Some(&SqlState::T_R_DEADLOCK_DETECTED))
+    {
+        opened = open(&mut c);
+    }
     match opened {
         Ok(outcomes) => Ok((outcomes, c)),
         Err(e) => {
