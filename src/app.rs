@@ -20,6 +20,8 @@ pub struct App {
     pub signin_blocks: crate::admission::Blocks,
     pub metrics: Arc<Metrics>,
     pub hub: Arc<Hub>,
+    /// Opens streams in groups (`events::openings`).
+    pub openings: crate::events::Openings,
     /// Lower-case origins of the base and console URLs (CSRF Origin check).
     pub origins: Vec<String>,
     /// Seal and open TOTP secrets (`keys`).

@@ -16,6 +16,10 @@ const RESERVED_MAPS: u64 = 2_000;
 /// Descriptors kept for everything but client connections (database, listener, epoll, logs),
 /// and room to accept and refuse a connection at the limit.
 const RESERVED_FDS: u64 = 256;
+/// Connection threads kept waiting for the next connection (`server::spares`), beside the
+/// server's own threads. Enough to take a burst while more are made; each costs a stack mapping
+/// and a few KiB of touched memory.
+pub const SPARE_THREADS: usize = 64;
 /// Threads (system-wide) kept for the rest of the machine.
 const RESERVED_TASKS: u64 = 1_000;
 /// Memory one connection thread may come to hold (touched stack, buffers), for the memory bound.
@@ -50,7 +54,8 @@ impl Capacity {
     /// Derived limits, capped by `CONSOLED_MAX_CONNECTIONS` / `CONSOLED_MAX_STREAMS_PER_INSTANCE` when set.
     pub fn derive(config: &Config) -> Capacity {
         let machine = Machine::read();
-        let own_threads = (config.workers + config.hash_threads + 16) as u64;
+        // Spare connection threads: at most twice the spares wait (`server::spares`).
+        let own_threads = (config.workers + config.hash_threads + 16 + 2 * SPARE_THREADS) as u64;
         let cap = Capacity::from_machine(
             &machine,
             own_threads,

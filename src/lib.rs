@@ -22,6 +22,7 @@ pub mod logging;
 pub mod mail;
 pub mod maintenance;
 pub mod metrics;
+pub mod oneshot;
 pub mod ops;
 pub mod router;
 pub mod server;
@@ -104,6 +105,20 @@ pub fn serve(config: Config) -> Result<Service, Failure> {
     serve_on(config, listener)
 }
 
+/// What every stream opening of this process shares.
+fn stream_terms(config: &Config, hub: &events::Hub) -> events::Terms {
+    events::Terms {
+        instance: hub.leases.instance_id.clone(),
+        rules: db::leases::SessionRules {
+            idle: config.session_idle,
+            // As `auth::any_session` marks a session used: at most once a twentieth of the idle
+            // time (and a minute).
+            touch_after: (config.session_idle.as_secs_f64() / 20.0).min(60.0),
+        },
+        limit: config.streams_per_principal,
+    }
+}
+
 /// Like `serve`, on a listener the caller bound (tests bind port 0).
 pub fn serve_on(config: Config, listener: std::net::TcpListener) -> Result<Service, Failure> {
     // The mail settings are configuration, checked before waiting on the database.
@@ -115,6 +130,9 @@ pub fn serve_on(config: Config, listener: std::net::TcpListener) -> Result<Servi
     let capacity = capacity::Capacity::derive(&config);
     // The common-password set is built here, not by the first sign-up that needs it.
     auth::passwords::warm();
+    let hub = Arc::new(events::Hub::new());
+    let openings = events::Openings::start(pool.clone(), stream_terms(&config, &hub))
+        .map_err(|e| format!("cannot start a background thread: {e}"))?;
     let app = Arc::new(App {
         stream_shares: admission::Shares::new(capacity.max_streams, config.client_share),
         stream_slots: admission::Slots::new(capacity.max_streams),
@@ -123,7 +141,8 @@ pub fn serve_on(config: Config, listener: std::net::TcpListener) -> Result<Servi
         hasher: hashing::Hasher::start(config.hash_threads, config.hash_queue),
         signin_blocks: admission::Blocks::default(),
         metrics: Arc::new(metrics::Metrics::default()),
-        hub: Arc::new(events::Hub::new()),
+        hub,
+        openings,
         ready: Arc::default(),
         pool,
         origins,

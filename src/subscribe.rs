@@ -4,9 +4,10 @@
 //! statement, and subscribes to the hub. The stream itself runs in the server,
 //! on its connection's thread.
 //!
-//! Opening a stream costs two round trips to PostgreSQL: the pool's check of the connection and
-//! `consoled_open_stream`. That is what a reconnect storm after a crash multiplies (issue 24;
-//! docs/events.md). A third happens only when a control notification about the stream's principal
+//! Opening a stream costs at most two round trips to PostgreSQL: the pool's check of the
+//! connection and `consoled_open_streams`, both shared with the streams opening at the same
+//! moment (`events::openings`): a reconnect storm after a crash opens thousands at once (issue 24;
+//! docs/events.md). More happen only when a control notification about the stream's principal
 //! arrived meanwhile (`events::journal`).
 //!
 //! A refusal of an `EventSource` is answered so that it retries on its own (`http::refusal`).
@@ -18,7 +19,7 @@ use crate::admission::{Refusal, Slot, Ticket};
 use crate::app::{App, Reply};
 use crate::auth;
 use crate::crypto::token_hash;
-use crate::db::leases::{self as lease_rows, Credential, Holder, Opened, SessionRules};
+use crate::db::leases::{Credential, Holder, Opened};
 use crate::db::{self, tokens, visibility};
 use crate::error::{ApiError, ApiResult, Code};
 use crate::events::journal::Mark;
@@ -63,18 +64,15 @@ fn refused_stream(e: &ApiError, req: &Request) -> Option<Response> {
 
 fn open(app: &App, req: &Request) -> ApiResult<Reply> {
     let credential = credential(req)?;
+    let bearer = matches!(credential, Credential::Token(_));
     let (slot, share) = admit(app, req)?;
     // One past the limit on this instance is refused here, without the database.
     app.stream_principals.check(credential.hash())?;
-    let mut c = db::conn(&app.pool)?;
+    let hash = credential.hash().to_vec();
     let book = &app.hub.leases;
-    let rules = SessionRules {
-        idle: app.config.session_idle,
-        touch_after: (app.config.session_idle.as_secs_f64() / 20.0).min(60.0),
-    };
     let max = app.config.streams_per_principal;
     let since = app.hub.journal.position();
-    let opened = lease_rows::open(&mut *c, &book.instance_id, &credential, &rules, max)?;
+    let opened = app.openings.open(credential)?;
     let (lease, holder, scope, orgs, remaining) = match opened {
         Opened::Token {
             lease,
@@ -106,20 +104,19 @@ fn open(app: &App, req: &Request) -> ApiResult<Reply> {
                 Some(remaining),
             )
         }
-        Opened::Unauthorized if matches!(credential, Credential::Token(_)) => {
-            return Err(unknown_token())
-        }
+        Opened::Unauthorized if bearer => return Err(unknown_token()),
         Opened::Unauthorized => return Err(ApiError::new(Code::Unauthorized)),
         Opened::MfaRequired => return Err(ApiError::new(Code::MfaRequired)),
         Opened::Full => return Err(Refusal::PrincipalStreams { limit: max }.into()),
     };
     let lease = book.hold(lease, holder);
-    let principal = app.stream_principals.take(holder, credential.hash())?;
+    let principal = app.stream_principals.take(holder, &hash)?;
     let (sub, needs_orgs) = app.hub.subscribe(scope, app.config.stream_queue);
     let mut orgs = orgs;
     // A logout, revocation or membership change handled between the statement and the
     // subscription found no stream to end or reload: read again (rare).
     if app.hub.journal.any_since(since, &marks(scope)) {
+        let mut c = db::conn(&app.pool)?;
         let still_live = match scope {
             Scope::Token { token_id, .. } => tokens::is_live(&mut *c, token_id)?,
             Scope::Session { session_id, .. } => {
@@ -133,7 +130,6 @@ fn open(app: &App, req: &Request) -> ApiResult<Reply> {
             orgs = visibility::orgs_of(&mut *c, &[user_id])?.remove(&user_id);
         }
     }
-    drop(c);
     if let (Scope::Session { user_id, .. }, Some(version)) = (scope, needs_orgs) {
         app.hub
             .set_orgs(user_id, &orgs.unwrap_or_default(), version);

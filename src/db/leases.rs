@@ -64,7 +64,7 @@ pub struct SessionRules {
     pub touch_after: f64,
 }
 
-/// The outcome of `open`.
+/// The outcome of `open`, per credential.
 #[derive(Debug, PartialEq)]
 pub enum Opened {
     Token {
@@ -86,34 +86,9 @@ pub enum Opened {
     Full,
 }
 
-/// Authenticates and takes a lease in one statement (`consoled_open_stream`, migration 0004).
-pub fn open(
-    c: &mut impl Sql,
-    instance: &str,
-    credential: &Credential,
-    rules: &SessionRules,
-    limit: usize,
-) -> Result<Opened, postgres::Error> {
-    let (token, session) = match credential {
-        Credential::Token(h) => (Some(h.as_slice()), None),
-        Credential::Session(h) => (None, Some(h.as_slice())),
-    };
-    let limit = i32::try_from(limit).unwrap_or(i32::MAX);
-    let row = c.query_one(
-        "SELECT outcome, lease_id, token_id, project_id, session_id, user_id, remaining, orgs
-           FROM consoled_open_stream($1, $2, $3, $4, $5, $6, $7)",
-        &[
-            &instance,
-            &token,
-            &session,
-            &rules.idle.as_secs_f64(),
-            &rules.touch_after,
-            &limit,
-            &ALIVE_FOR.as_secs_f64(),
-        ],
-    )?;
-    let outcome: &str = row.get(0);
-    Ok(match outcome {
+/// One row of `consoled_open_streams`.
+fn outcome(row: &postgres::Row) -> Opened {
+    match row.get::<_, &str>(0) {
         "ok" => match row.get::<_, Option<i64>>(2) {
             Some(token_id) => Opened::Token {
                 lease: row.get(1),
@@ -131,7 +106,49 @@ pub fn open(
         "full" => Opened::Full,
         "mfa_required" => Opened::MfaRequired,
         _ => Opened::Unauthorized,
-    })
+    }
+}
+
+/// Authenticates each credential and takes a lease for it, in one statement
+/// (`consoled_open_streams`, migration 0007; `events::openings` gathers them): one outcome per
+/// credential, in their order. The credentials of one holder are admitted in order
+/// while the holder stays under `limit`.
+pub fn open(
+    c: &mut impl Sql,
+    instance: &str,
+    credentials: &[&Credential],
+    rules: &SessionRules,
+    limit: usize,
+) -> Result<Vec<Opened>, postgres::Error> {
+    let mut tokens: Vec<Option<&[u8]>> = Vec::with_capacity(credentials.len());
+    let mut sessions: Vec<Option<&[u8]>> = Vec::with_capacity(credentials.len());
+    for credential in credentials {
+        match credential {
+            Credential::Token(h) => {
+                tokens.push(Some(h));
+                sessions.push(None);
+            }
+            Credential::Session(h) => {
+                tokens.push(None);
+                sessions.push(Some(h));
+            }
+        }
+    }
+    let limit = i32::try_from(limit).unwrap_or(i32::MAX);
+    let rows = c.query(
+        "SELECT outcome, lease_id, token_id, project_id, session_id, user_id, remaining, orgs
+           FROM consoled_open_streams($1, $2, $3, $4, $5, $6, $7)",
+        &[
+            &instance,
+            &tokens,
+            &sessions,
+            &rules.idle.as_secs_f64(),
+            &rules.touch_after,
+            &limit,
+            &ALIVE_FOR.as_secs_f64(),
+        ],
+    )?;
+    Ok(rows.iter().map(outcome).collect())
 }
 
 pub fn release(c: &mut impl Sql, ids: &[i64]) -> Result<u64, postgres::Error> {

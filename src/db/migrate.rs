@@ -36,6 +36,11 @@ pub const MIGRATIONS: &[(i32, &str, &str)] = &[
         "0006_server_keys.sql",
         include_str!("../../migrations/0006_server_keys.sql"),
     ),
+    (
+        7,
+        "0007_open_streams_together.sql",
+        include_str!("../../migrations/0007_open_streams_together.sql"),
+    ),
 ];
 
 /// An arbitrary constant naming our lock in `pg_advisory_lock`.

@@ -14,6 +14,7 @@ pub mod journal;
 pub mod keeper;
 pub mod leases;
 pub mod listener;
+pub mod openings;
 pub mod stream;
 #[cfg(test)]
 mod stream_tests;
@@ -28,6 +29,7 @@ pub use change::Change;
 pub use handles::Core;
 pub use hub::{Hub, Scope, Subscription};
 pub use leases::Lease;
+pub use openings::{Openings, Terms};
 pub use stream::{
     Direct, End, Msg, Outlet, Sent, Signals, StreamSocket, Timing, Watcher, PING, READY, RESYNC,
 };

@@ -27,7 +27,7 @@ use crate::sock;
 
 /// Stack of a connection thread: tiny_http's head parser, our body reader and, for a stream,
 /// the stream loop; none needs much.
-const CONNECTION_STACK: usize = 128 * 1024;
+pub const CONNECTION_STACK: usize = 128 * 1024;
 
 /// How long a full server waits for room before it refuses what waits to be accepted.
 const ADMISSION_WAIT: Duration = Duration::from_secs(1);
@@ -183,19 +183,13 @@ fn accept_one(tiny: &Tiny, guard: &Arc<Guard>, queue: &Sender<Incoming>, shared:
     let conn = guard.watch(fd, peer);
     let mut place = shared.connections.take();
     let (queue, shared2) = (queue.clone(), shared.clone());
-    let spawned = thread::Builder::new()
-        .name("conn".into())
-        .stack_size(CONNECTION_STACK)
-        .spawn(move || {
-            conn::serve(client, fd, &conn, &queue, &shared2, &mut place);
-            drop(conn);
-            drop(share);
-            drop(place);
-        });
-    if let Err(e) = spawned {
-        // The closure (the connection and its place in it) is dropped: the client sees a close.
-        log::error!("cannot start a connection thread: {e}");
-    }
+    // Its thread is a waiting one, or one the spawner makes (`spares`): this loop makes none.
+    shared.spares.run(Box::new(move || {
+        conn::serve(client, fd, &conn, &queue, &shared2, &mut place);
+        drop(conn);
+        drop(share);
+        drop(place);
+    }));
 }
 
 /// The client's share of connections (an IPv6 client counts by its /64, as for every other

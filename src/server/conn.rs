@@ -9,7 +9,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{bounded, Sender};
+use crossbeam_channel::Sender;
 
 use super::guard::{Conn, Phase};
 use super::shared::{Incoming, Outcome, Shared, Start};
@@ -119,7 +119,7 @@ pub fn serve(
             req.body = body;
         }
         let started = Instant::now();
-        let (tx, rx) = bounded(1);
+        let (tx, rx) = crate::oneshot::pair();
         let incoming = Incoming {
             rq,
             req,
@@ -131,8 +131,8 @@ pub fn serve(
             return false;
         }
         match rx.recv() {
-            Ok(Outcome::Answered) => continue,
-            Ok(Outcome::Stream(start)) => {
+            Some(Outcome::Answered) => continue,
+            Some(Outcome::Stream(start)) => {
                 // The read half goes (its descriptor closes); the stream writes on `fd`, the
                 // write half, which the stream's writer keeps open.
                 drop(requests);
@@ -151,7 +151,7 @@ pub fn serve(
                 plan.run(socket, &shared.watcher, &app.stopping, &app.metrics);
                 return true;
             }
-            Ok(Outcome::Close) | Err(_) => return false,
+            Some(Outcome::Close) | None => return false,
         }
     }
 }

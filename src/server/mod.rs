@@ -44,6 +44,7 @@ mod linger;
 #[allow(unsafe_code)]
 mod sched;
 mod shared;
+mod spares;
 mod wire;
 mod worker;
 
@@ -98,6 +99,7 @@ impl Server {
             connections: Connections::new(app.capacity.max_connections, app.capacity.fd_budget),
             conn_shares: Shares::new(app.capacity.max_connections, app.config.client_share),
             watcher: Watcher::start(app.stopping.clone(), app.stream_slots.clone())?,
+            spares: spares::Spares::start(app.stopping.clone(), accept::CONNECTION_STACK)?,
         });
         let accept_shared = shared.clone();
         thread::Builder::new()

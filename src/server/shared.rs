@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use crossbeam_channel::{Receiver, Sender};
+use crossbeam_channel::Receiver;
 
 use super::guard::InFlight;
 use crate::admission::{Connections, Shares};
@@ -24,6 +24,8 @@ pub struct Shared {
     pub(super) conn_shares: Arc<Shares>,
     /// Pokes streams whose socket stirred (`events::stream`).
     pub(super) watcher: Arc<Watcher>,
+    /// Connection threads waiting for a connection.
+    pub(super) spares: super::spares::Spares,
 }
 
 /// A request whose head and body have both arrived, ready for a worker.
@@ -37,7 +39,7 @@ pub struct Incoming {
     /// Held until the response is written.
     pub done: InFlight,
     /// Where the worker says what became of the request.
-    pub outcome: Sender<Outcome>,
+    pub outcome: crate::oneshot::Sender<Outcome>,
 }
 
 /// What became of a request.

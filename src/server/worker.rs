@@ -52,7 +52,7 @@ fn handle(shared: &Shared, incoming: Incoming) {
     let response = match result {
         Ok(Reply::Stream(plan)) => {
             exit::stream_head(app, &rq, route, started);
-            let _ = outcome.send(start_stream(rq, plan));
+            outcome.send(start_stream(rq, plan));
             return;
         }
         Ok(Reply::Response(response)) => response,
@@ -63,7 +63,7 @@ fn handle(shared: &Shared, incoming: Incoming) {
     };
     exit::respond(app, rq, route, response, started);
     drop(done);
-    let _ = outcome.send(Outcome::Answered);
+    outcome.send(Outcome::Answered);
 }
 
 /// Writes the event-stream head on the raw connection. The body is chunked, so that ending a

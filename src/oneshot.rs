@@ -1,0 +1,90 @@
+//! One answer from one thread to another that waits for it, with a mutex and a condition
+//! variable: the waiting thread sleeps at once instead of spinning and yielding first, as a
+//! channel's receive does. A stream's opening waits twice this way (for its worker, and the worker
+//! for the group that opens it); when 5,000 streams open at once on two cores, the yields of
+//! those waits were a tenth of the workers' time (BENCHMARKS.md, "Storm").
+
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+
+enum State<T> {
+    Waiting,
+    Sent(T),
+    /// The sender went without answering.
+    Gone,
+}
+
+struct Shared<T> {
+    state: Mutex<State<T>>,
+    ready: Condvar,
+}
+
+impl<T> Shared<T> {
+    fn lock(&self) -> MutexGuard<'_, State<T>> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// The answering side; dropping it unanswered wakes the waiter with nothing.
+pub struct Sender<T>(Option<Arc<Shared<T>>>);
+
+/// The waiting side.
+pub struct Receiver<T>(Arc<Shared<T>>);
+
+pub fn pair<T>() -> (Sender<T>, Receiver<T>) {
+    let shared = Arc::new(Shared {
+        state: Mutex::new(State::Waiting),
+        ready: Condvar::new(),
+    });
+    (Sender(Some(shared.clone())), Receiver(shared))
+}
+
+impl<T> Sender<T> {
+    pub fn send(mut self, value: T) {
+        if let Some(shared) = self.0.take() {
+            *shared.lock() = State::Sent(value);
+            shared.ready.notify_one();
+        }
+    }
+}
+
+impl<T> Drop for Sender<T> {
+    fn drop(&mut self) {
+        if let Some(shared) = self.0.take() {
+            *shared.lock() = State::Gone;
+            shared.ready.notify_one();
+        }
+    }
+}
+
+impl<T> Receiver<T> {
+    /// The answer, or `None` when the sender went without one.
+    pub fn recv(self) -> Option<T> {
+        let mut state = self.0.lock();
+        loop {
+            match std::mem::replace(&mut *state, State::Waiting) {
+                State::Sent(value) => return Some(value),
+                State::Gone => return None,
+                State::Waiting => {
+                    state = self.0.ready.wait(state).unwrap_or_else(|e| e.into_inner());
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_answer_arrives_across_threads_and_a_dropped_sender_ends_the_wait() {
+        let (tx, rx) = pair();
+        let t = std::thread::spawn(move || tx.send(42));
+        assert_eq!(rx.recv(), Some(42));
+        t.join().unwrap();
+        let (tx, rx) = pair::<u8>();
+        let t = std::thread::spawn(move || drop(tx));
+        assert_eq!(rx.recv(), None);
+        t.join().unwrap();
+    }
+}

@@ -1,0 +1,105 @@
+//! A reconnect storm (issue 24): streams opening at the same moment are opened together, a group
+//! in one statement (`events::openings`), and the per-user and per-token limit stays exact while
+//! groups of two instances name the same holders at once.
+
+mod common;
+
+use std::sync::{Arc, Barrier};
+use std::time::Duration;
+
+use common::pgcount::CountingProxy;
+use common::sse::{self, Ev, Sse};
+use common::*;
+
+const T: Duration = Duration::from_secs(10);
+const PER_HOLDER: usize = 16;
+
+/// What became of one stream request: `ready`, or refused for the holder's limit (429
+/// `too_many_streams`).
+fn outcome(mut s: Sse) -> Result<Sse, String> {
+    match s.status {
+        200 => match s.next(T) {
+            Ev::Ready => Ok(s),
+            other => panic!("a 200 stream without ready: {other:?}"),
+        },
+        429 => {
+            let body: serde_json::Value = serde_json::from_slice(&s.body).unwrap();
+            Err(body["error"]["code"].as_str().unwrap().to_string())
+        }
+        status => panic!("{status}: {}", String::from_utf8_lossy(&s.body)),
+    }
+}
+
+/// Four API tokens and one user's session each open 16 streams at the same moment, half on each
+/// of two instances: exactly ten of each holder's are `ready` and six are refused with
+/// `too_many_streams`, with no deadlock between the two instances' groups. On the instance whose
+/// database connections are counted, the openings took fewer round trips than streams: they
+/// were opened in groups (the old opening took two per stream).
+#[test]
+fn a_storm_admits_exactly_ten_per_holder_across_two_instances_in_groups() {
+    let proxy = CountingProxy::start(db_target());
+    let url = database_url().replacen(&db_target(), &format!("127.0.0.1:{}", proxy.port), 1);
+    let counted = TestServer::with(&[("DATABASE_URL", &url), ("CONSOLED_CLIENT_SHARE", "1")]);
+    let other = TestServer::with(&[("CONSOLED_CLIENT_SHARE", "1")]);
+    let mut c = counted.client();
+    let (_, state) = c.signup();
+    let org: i64 = state["organizations"][0]["id"].as_i64().unwrap();
+    let project: i64 = db()
+        .query_one("SELECT id FROM projects WHERE org_id = $1", &[&org])
+        .unwrap()
+        .get(0);
+    let mut holders: Vec<(&str, String)> = (0..4)
+        .map(|i| {
+            let (_, secret) =
+                consoled::db::tokens::create(&mut db(), project, &format!("storm-{i}")).unwrap();
+            ("Authorization", format!("Bearer {secret}"))
+        })
+        .collect();
+    holders.push((
+        "Cookie",
+        format!("svc_session={}", c.cookies["svc_session"]),
+    ));
+    let requests: Vec<(usize, std::net::SocketAddr)> = (0..holders.len())
+        .flat_map(|h| {
+            (0..PER_HOLDER).map(move |i| (h, if i % 2 == 0 { counted.addr } else { other.addr }))
+        })
+        .collect();
+    let on_counted = requests.iter().filter(|(_, a)| *a == counted.addr).count() as u64;
+    let start = Arc::new(Barrier::new(requests.len()));
+    let before = proxy.round_trips();
+    let outcomes: Vec<(usize, Result<Sse, String>)> = std::thread::scope(|scope| {
+        let threads: Vec<_> = requests
+            .iter()
+            .map(|&(h, addr)| {
+                let (name, value) = (holders[h].0, holders[h].1.as_str());
+                let start = start.clone();
+                scope.spawn(move || {
+                    let stream = std::net::TcpStream::connect(addr).unwrap();
+                    start.wait();
+                    (h, outcome(sse::open_on(stream, addr, &[(name, value)])))
+                })
+            })
+            .collect();
+        threads.into_iter().map(|t| t.join().unwrap()).collect()
+    });
+    let round_trips = proxy.round_trips() - before;
+    for (h, (name, _)) in holders.iter().enumerate() {
+        let mine: Vec<&Result<Sse, String>> = outcomes
+            .iter()
+            .filter(|(o, _)| *o == h)
+            .map(|(_, r)| r)
+            .collect();
+        let ready = mine.iter().filter(|r| r.is_ok()).count();
+        let refused: Vec<&String> = mine.iter().filter_map(|r| r.as_ref().err()).collect();
+        assert_eq!(ready, 10, "{name}: {ready} of {PER_HOLDER} ready");
+        assert!(
+            refused.iter().all(|code| *code == "too_many_streams"),
+            "{refused:?}"
+        );
+    }
+    eprintln!("{round_trips} round trips for {on_counted} stream requests on the counted instance");
+    assert!(
+        round_trips < on_counted,
+        "{round_trips} round trips for {on_counted} stream requests: no opening shared a statement"
+    );
+}
