@@ -1,6 +1,8 @@
 //! The accept loop: takes each connection through tiny_http, learns its socket exactly
-//! (`accepted`: the descriptor tiny_http's accept returned on this thread), and gives it a thread — unless this process is at its capacity (503) or the client's address
-//! holds its share of connections (429). Either refusal is a complete JSON response written
+//! (`accepted`: the descriptor tiny_http's accept returned on this thread), and queues it for a
+//! thread of its own (`spares`: a waiting one, or one the spawner makes; this loop makes none) —
+//! unless this process is at its capacity (503) or the client's address holds its share of
+//! connections (429). Either refusal is a complete JSON response written
 //! without a thread and followed by a clean end (the 503's socket lingers, `linger`; tiny_http
 //! shuts the 429's), and each kind is logged once per episode, not once per connection.
 

@@ -12,8 +12,8 @@
 //! drains the listen queue at the rate it can accept, and connections wait for their thread in
 //! our queue (each holds its place in the capacity) instead of in the kernel's.
 //!
-//! A thread whose connection ended goes back to waiting while fewer than `MAX_IDLE` wait, unless its
-//! connection changed how the kernel schedules it (`sched`): such a thread ends, so that no
+//! A thread whose connection ended goes back to waiting while fewer than `MAX_IDLE` wait, unless
+//! its connection changed how the kernel schedules it (`sched`): such a thread ends, so that no
 //! connection inherits another's priority.
 
 use std::io;
