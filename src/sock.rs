@@ -116,6 +116,19 @@ pub fn abort(fd: RawFd) -> io::Result<()> {
     Ok(())
 }
 
+/// Receives into `buf`, waiting as the socket's read time-out allows; with `peek`, the bytes
+/// stay queued for the next reader.
+pub fn recv(fd: RawFd, buf: &mut [u8], peek: bool) -> io::Result<usize> {
+    let flags = if peek { libc::MSG_PEEK } else { 0 };
+    // SAFETY: `buf` is a valid, writable buffer of its length for the call's duration.
+    let n = unsafe { libc::recv(fd, buf.as_mut_ptr().cast(), buf.len(), flags) };
+    if n < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(n as usize)
+    }
+}
+
 /// Writes what the socket buffer takes at once, never blocking and never raising SIGPIPE.
 pub fn send_now(fd: RawFd, bytes: &[u8]) -> io::Result<usize> {
     // SAFETY: `bytes` is a valid buffer of its length.

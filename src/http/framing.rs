@@ -12,6 +12,13 @@
 //!
 //! Each is refused with 400, and the connection closes after the answer: nothing sent behind
 //! such a head is read as a request.
+//!
+//! What tiny_http_fork refuses itself it answers with an empty 400 before our code sees the
+//! request. A connection's first head is therefore read ahead, without taking it off the socket
+//! (`raw_head`; tiny_http has buffered nothing yet then), and checked for those shapes too
+//! (`check_before_parser`), so that the answer is ours, in JSON. A head not whole in the first
+//! segment, and a later request of the connection (whose bytes tiny_http may already hold), are
+//! left to tiny_http: its empty 400 closes the connection all the same.
 
 use crate::error::ApiError;
 
@@ -79,6 +86,51 @@ pub fn check(head: &Head) -> Result<(), ApiError> {
         _ => Err(ApiError::invalid("Transfer-Encoding", "one line: chunked")
             .message("The only transfer coding accepted is a single `chunked`.")),
     }
+}
+
+/// What tiny_http_fork would refuse itself before our code saw the request, and everything
+/// `check` refuses: `Transfer-Encoding` beside `Content-Length` (RFC 9112 §6.1 allows refusing
+/// it), and any coding but exactly `chunked` (tiny_http takes no other case, list or parameter).
+pub fn check_before_parser(head: &Head) -> Result<(), ApiError> {
+    check(head)?;
+    if !head.transfer_encoding.is_empty() && !head.content_length.is_empty() {
+        return Err(
+            ApiError::invalid("Transfer-Encoding", "not with Content-Length")
+                .message("A request cannot carry both Transfer-Encoding and Content-Length."),
+        );
+    }
+    if head
+        .transfer_encoding
+        .iter()
+        .any(|v| v.trim_matches([' ', '\t']) != "chunked")
+    {
+        return Err(ApiError::invalid("Transfer-Encoding", "one line: chunked")
+            .message("The only transfer coding accepted is a single `chunked`."));
+    }
+    Ok(())
+}
+
+/// A head's version, (major, minor), and its header lines (lower-case names, every line).
+pub type RawHead = ((u8, u8), Vec<(String, String)>);
+
+/// The version and header lines of the head at the start of `bytes`, when it is whole there and
+/// readable; else `None`, and the parser decides.
+pub fn raw_head(bytes: &[u8]) -> Option<RawHead> {
+    let end = bytes.windows(4).position(|w| w == b"\r\n\r\n")?;
+    let text = std::str::from_utf8(&bytes[..end]).ok()?;
+    let mut lines = text.split("\r\n");
+    let version = match lines.next()?.rsplit(' ').next()? {
+        "HTTP/1.1" => (1, 1),
+        "HTTP/1.0" => (1, 0),
+        _ => return None,
+    };
+    let headers = lines
+        .map(|line| {
+            let (name, value) = line.split_once(':')?;
+            Some((name.trim().to_ascii_lowercase(), value.trim().to_string()))
+        })
+        .collect::<Option<Vec<_>>>()?;
+    Some((version, headers))
 }
 
 #[cfg(test)]
@@ -160,5 +212,33 @@ mod tests {
             l.extend(te.iter().map(|v| ("transfer-encoding", *v)));
             assert_eq!(field(&l).unwrap(), "Transfer-Encoding", "{te:?}");
         }
+    }
+
+    #[test]
+    fn a_head_read_ahead_is_checked_for_what_the_parser_would_refuse() {
+        let read = |raw: &str| raw_head(raw.as_bytes());
+        assert_eq!(read("GET / HTTP/1.1\r\nHost: a"), None, "not whole yet");
+        let (version, lines) =
+            read("POST / HTTP/1.1\r\nHOST: a\r\nTransfer-Encoding: Chunked\r\n\r\nrest").unwrap();
+        assert_eq!(version, (1, 1));
+        assert_eq!(lines[0], ("host".to_string(), "a".to_string()));
+        let refused =
+            |lines: &[(String, String)]| check_before_parser(&Head::of((1, 1), lines)).is_err();
+        assert!(refused(&lines), "`Chunked` is not exactly `chunked`");
+        let line = |n: &str, v: &str| (n.to_string(), v.to_string());
+        assert!(!refused(&[
+            line("host", "a"),
+            line("transfer-encoding", "chunked")
+        ]));
+        assert!(refused(&[
+            line("host", "a"),
+            line("transfer-encoding", "chunked"),
+            line("content-length", "5")
+        ]));
+        assert!(refused(&[
+            line("host", "a"),
+            line("transfer-encoding", "chunked;x=1")
+        ]));
+        assert!(!refused(&[line("host", "a"), line("content-length", "5")]));
     }
 }

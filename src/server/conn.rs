@@ -39,6 +39,13 @@ pub fn serve(
     let mut lowered = false;
     loop {
         conn.arm(Phase::Head { first });
+        if first {
+            if let Some(e) = screen_first_head(fd) {
+                conn.disarm();
+                refuse_before_parser(fd, &e, conn, shared);
+                return false;
+            }
+        }
         let next = requests.next();
         let Some(too_large) = conn.disarm() else {
             return false;
@@ -191,6 +198,48 @@ fn refuse_unread(rq: tiny_http::Request, e: &ApiError, conn: &Arc<Conn>, shared:
     conn.arm(Phase::Drain);
     let response = Response::from_error(e);
     exit::respond(&shared.app, rq, "unread", response, Instant::now());
+    conn.disarm();
+}
+
+/// Most of a first head read ahead (`screen_first_head`); a longer one is left to tiny_http.
+const FIRST_HEAD: usize = 2048;
+
+/// Reads the connection's first head ahead, without taking it (tiny_http has buffered nothing
+/// yet), and refuses a framing tiny_http_fork would refuse itself with an empty 400
+/// (`http::framing::check_before_parser`), so that the answer is ours. The read waits as
+/// tiny_http's would, under the guard's head deadline. On the heap: a connection thread's stack
+/// stays small for the stream it may become.
+fn screen_first_head(fd: RawFd) -> Option<ApiError> {
+    let mut buf = vec![0u8; FIRST_HEAD];
+    let n = sock::recv(fd, &mut buf, true).ok()?;
+    let (version, lines) = crate::http::framing::raw_head(&buf[..n])?;
+    let head = crate::http::framing::Head::of(version, &lines);
+    crate::http::framing::check_before_parser(&head).err()
+}
+
+/// Answers a head refused before tiny_http read it, on the raw socket, then ends the
+/// connection: our side closes first, and what the client sent is read and dropped (bounded by
+/// the guard's drain time and `DRAIN_BYTES`) so that the client reads the answer before the end.
+fn refuse_before_parser(fd: RawFd, e: &ApiError, conn: &Arc<Conn>, shared: &Shared) {
+    const DRAIN_BYTES: usize = 64 * 1024;
+    exit::log_error("unread", e);
+    exit::refuse_raw(
+        &shared.app.metrics,
+        fd,
+        sock::peer_addr(fd).ok(),
+        "unread",
+        e,
+    );
+    sock::shutdown(fd, std::net::Shutdown::Write);
+    conn.arm(Phase::Drain);
+    let mut buf = vec![0u8; 4096];
+    let mut dropped = 0;
+    while dropped < DRAIN_BYTES {
+        match sock::recv(fd, &mut buf, false) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => dropped += n,
+        }
+    }
     conn.disarm();
 }
 
