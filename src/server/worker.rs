@@ -1,7 +1,6 @@
 //! The request workers: a fixed pool that takes complete requests, turns each into our
-//! `http::Request`, dispatches it, and answers. A stream request is handled the same way
-//! (`handle`) on its connection's own thread instead (`router::runs_on_its_connection`), which
-//! writes the response head and then runs the stream.
+//! `http::Request`, dispatches it, and answers, or, for an event stream, writes the response head
+//! and hands the stream back to its connection's thread.
 
 use std::io::Write;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -31,7 +30,7 @@ pub fn run(shared: &Shared) {
     }
 }
 
-pub(super) fn handle(shared: &Shared, incoming: Incoming) {
+fn handle(shared: &Shared, incoming: Incoming) {
     let Incoming {
         rq,
         req,
