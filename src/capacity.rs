@@ -20,6 +20,10 @@ const RESERVED_FDS: u64 = 256;
 /// server's own threads. Enough to take a burst while more are made; each costs a stack mapping
 /// and a few KiB of touched memory.
 pub const SPARE_THREADS: usize = 64;
+/// Connection threads that may wait at most: one whose connection ended waits for the next while
+/// fewer wait, so that threads are reused (not ended and made again) while connections come and
+/// go. Counted in the server's own threads.
+pub const MAX_IDLE_THREADS: usize = 2 * SPARE_THREADS;
 /// Threads (system-wide) kept for the rest of the machine.
 const RESERVED_TASKS: u64 = 1_000;
 /// Memory one connection thread may come to hold (touched stack, buffers), for the memory bound.
@@ -54,8 +58,7 @@ impl Capacity {
     /// Derived limits, capped by `CONSOLED_MAX_CONNECTIONS` / `CONSOLED_MAX_STREAMS_PER_INSTANCE` when set.
     pub fn derive(config: &Config) -> Capacity {
         let machine = Machine::read();
-        // Spare connection threads: at most twice the spares wait (`server::spares`).
-        let own_threads = (config.workers + config.hash_threads + 16 + 2 * SPARE_THREADS) as u64;
+        let own_threads = (config.workers + config.hash_threads + 16 + MAX_IDLE_THREADS) as u64;
         let cap = Capacity::from_machine(
             &machine,
             own_threads,

@@ -83,9 +83,13 @@ pub fn check(head: &Head) -> Result<(), ApiError> {
         {
             Ok(())
         }
-        _ => Err(ApiError::invalid("Transfer-Encoding", "one line: chunked")
-            .message("The only transfer coding accepted is a single `chunked`.")),
+        _ => Err(not_chunked()),
     }
+}
+
+fn not_chunked() -> ApiError {
+    ApiError::invalid("Transfer-Encoding", "one line: chunked")
+        .message("The only transfer coding accepted is a single `chunked`.")
 }
 
 /// What tiny_http_fork would refuse itself before our code saw the request, and everything
@@ -104,8 +108,7 @@ pub fn check_before_parser(head: &Head) -> Result<(), ApiError> {
         .iter()
         .any(|v| v.trim_matches([' ', '\t']) != "chunked")
     {
-        return Err(ApiError::invalid("Transfer-Encoding", "one line: chunked")
-            .message("The only transfer coding accepted is a single `chunked`."));
+        return Err(not_chunked());
     }
     Ok(())
 }

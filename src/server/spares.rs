@@ -28,10 +28,8 @@ use super::sched;
 
 /// Threads the spawner keeps waiting for a connection.
 const SPARE: usize = crate::capacity::SPARE_THREADS;
-/// Threads that may wait at most: a thread whose connection ended waits for the next one while
-/// fewer wait, so that threads are reused (not ended and made again) while connections come and
-/// go. Counted in the capacity's own threads.
-const MAX_IDLE: usize = 2 * SPARE;
+/// Threads that may wait at most (a thread whose connection ended waits while fewer wait).
+const MAX_IDLE: usize = crate::capacity::MAX_IDLE_THREADS;
 
 /// How often a waiting thread and the spawner look whether the server stops.
 const TICK: Duration = Duration::from_secs(1);
