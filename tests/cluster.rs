@@ -105,12 +105,8 @@ fn streams_open(instance: &Spawned) -> f64 {
 fn tokens(entry: std::net::SocketAddr, n: usize) -> (Vec<String>, i64) {
     let mut c = Client::new(entry);
     let (_, state) = c.signup();
-    let org = state["organizations"][0]["id"].as_i64().unwrap();
+    let project = project_of(&state);
     let mut db = db();
-    let project: i64 = db
-        .query_one("SELECT id FROM projects WHERE org_id = $1", &[&org])
-        .unwrap()
-        .get(0);
     let secrets = (0..n)
         .map(|i| {
             consoled::db::tokens::create(&mut db, project, &format!("cluster-{i}"))

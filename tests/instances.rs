@@ -128,15 +128,11 @@ fn a_crashed_instances_slots_are_free_within_15_seconds() {
 #[test]
 fn opening_a_stream_costs_at_most_two_round_trips() {
     let proxy = CountingProxy::start(db_target());
-    let url = database_url().replacen(&db_target(), &format!("127.0.0.1:{}", proxy.port), 1);
+    let url = database_url_via(proxy.port);
     let server = TestServer::with(&[("DATABASE_URL", &url)]);
     let mut c = server.client();
     let (_, state) = c.signup();
-    let org: i64 = state["organizations"][0]["id"].as_i64().unwrap();
-    let project: i64 = db()
-        .query_one("SELECT id FROM projects WHERE org_id = $1", &[&org])
-        .unwrap()
-        .get(0);
+    let project: i64 = project_of(&state);
     let (_, secret) = consoled::db::tokens::create(&mut db(), project, "t").unwrap();
     let cookie = cookie_of(&c);
     let bearer = format!("Bearer {secret}");
@@ -275,15 +271,11 @@ fn an_address_past_its_share_is_told_when_to_retry() {
 #[test]
 fn a_principals_eleventh_stream_on_one_instance_is_refused_without_the_database() {
     let proxy = CountingProxy::start(db_target());
-    let url = database_url().replacen(&db_target(), &format!("127.0.0.1:{}", proxy.port), 1);
+    let url = database_url_via(proxy.port);
     let server = TestServer::with(&[("DATABASE_URL", &url)]);
     let mut c = server.client();
     let (_, state) = c.signup();
-    let org: i64 = state["organizations"][0]["id"].as_i64().unwrap();
-    let project: i64 = db()
-        .query_one("SELECT id FROM projects WHERE org_id = $1", &[&org])
-        .unwrap()
-        .get(0);
+    let project: i64 = project_of(&state);
     let (_, secret) = consoled::db::tokens::create(&mut db(), project, "t").unwrap();
     let cookie = cookie_of(&c);
     let bearer = format!("Bearer {secret}");

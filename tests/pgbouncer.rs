@@ -110,7 +110,7 @@ fn sign_in_and_a_stream_change_through_a_transaction_mode_pgbouncer() {
         return;
     }
     let bouncer = bouncer::PgBouncer::start(&db_target(), 2);
-    let pooled = database_url().replacen(&db_target(), &format!("127.0.0.1:{}", bouncer.port), 1);
+    let pooled = database_url_via(bouncer.port);
     let direct = database_url();
     let server = Spawned::start(
         env!("CARGO_BIN_EXE_consoled"),

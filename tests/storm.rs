@@ -38,16 +38,12 @@ fn outcome(mut s: Sse) -> Result<Sse, String> {
 #[test]
 fn a_storm_admits_exactly_ten_per_holder_across_two_instances_in_groups() {
     let proxy = CountingProxy::start(db_target());
-    let url = database_url().replacen(&db_target(), &format!("127.0.0.1:{}", proxy.port), 1);
+    let url = database_url_via(proxy.port);
     let counted = TestServer::with(&[("DATABASE_URL", &url), ("CONSOLED_CLIENT_SHARE", "1")]);
     let other = TestServer::with(&[("CONSOLED_CLIENT_SHARE", "1")]);
     let mut c = counted.client();
     let (_, state) = c.signup();
-    let org: i64 = state["organizations"][0]["id"].as_i64().unwrap();
-    let project: i64 = db()
-        .query_one("SELECT id FROM projects WHERE org_id = $1", &[&org])
-        .unwrap()
-        .get(0);
+    let project: i64 = project_of(&state);
     let mut holders: Vec<(&str, String)> = (0..4)
         .map(|i| {
             let (_, secret) =

@@ -15,11 +15,7 @@ const T: Duration = Duration::from_secs(5);
 fn stream_of_new_account(server: &TestServer) -> (Sse, i64) {
     let mut client = server.client();
     let (_, state) = client.signup();
-    let org: i64 = state["organizations"][0]["id"].as_i64().unwrap();
-    let project: i64 = db()
-        .query_one("SELECT id FROM projects WHERE org_id = $1", &[&org])
-        .unwrap()
-        .get(0);
+    let project: i64 = project_of(&state);
     let cookie = format!("svc_session={}", client.cookies["svc_session"]);
     let mut s = sse::open(server.addr, &[("Cookie", &cookie)]);
     assert_eq!(s.status, 200);

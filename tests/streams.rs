@@ -17,11 +17,7 @@ const T: Duration = Duration::from_secs(10);
 fn account(server: &TestServer) -> (String, i64) {
     let mut client = server.client();
     let (_, state) = client.signup();
-    let org_id = state["organizations"][0]["id"].as_i64().unwrap();
-    let project_id: i64 = db()
-        .query_one("SELECT id FROM projects WHERE org_id = $1", &[&org_id])
-        .unwrap()
-        .get(0);
+    let project_id: i64 = project_of(&state);
     let cookie = format!("svc_session={}", client.cookies["svc_session"]);
     (cookie, project_id)
 }

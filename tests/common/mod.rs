@@ -580,6 +580,20 @@ fn pipe(mut from: TcpStream, mut to: TcpStream) {
 }
 
 /// host:port of DATABASE_URL (the test cluster listens on TCP).
+/// This test binary's database, reached through a loopback proxy on `port` (a round-trip
+/// counter, PgBouncer) instead of directly.
+pub fn database_url_via(port: u16) -> String {
+    database_url().replacen(&db_target(), &format!("127.0.0.1:{port}"), 1)
+}
+
+/// The project of the first organization in a signed-up user's `state` (`/auth/session`).
+pub fn project_of(state: &Value) -> i64 {
+    let org = state["organizations"][0]["id"].as_i64().unwrap();
+    db().query_one("SELECT id FROM projects WHERE org_id = $1", &[&org])
+        .unwrap()
+        .get(0)
+}
+
 pub fn db_target() -> String {
     let url = database_url();
     let after = url.split("://").nth(1).unwrap();
