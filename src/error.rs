@@ -101,7 +101,7 @@ impl Code {
     }
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct ApiError {
     pub code: Code,
     /// Seconds, for `Retry-After` (429 and 503).
@@ -110,7 +110,7 @@ pub struct ApiError {
     pub more: Box<More>,
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct More {
     pub message: String,
     pub details: Option<Value>,

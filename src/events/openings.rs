@@ -24,7 +24,7 @@ use crate::oneshot;
 
 use crate::db::leases::{self, Credential, Opened, SessionRules};
 use crate::db::{Conn, Pool};
-use crate::error::{is_connectivity, ApiError};
+use crate::error::ApiError;
 
 /// Most openings in one statement. A group of 256 runs in about 10 ms on the benchmark machine;
 /// larger groups would make the first of them wait longer for little gain.
@@ -104,45 +104,26 @@ fn run(pool: &Pool, terms: &Terms, waiting: &Receiver<Opening>) {
                     opening.answer.send(Ok(opened));
                 }
             }
-            Err(failure) => {
+            Err(e) => {
                 for opening in group {
-                    opening.answer.send(Err(failure.to_error()));
+                    opening.answer.send(Err(e.clone()));
                 }
             }
         }
     }
 }
 
-/// Why a group failed, for each of its openings.
-enum Failure {
-    /// The database is away (503).
-    Away(String),
-    /// A defect (500).
-    Defect(String),
-}
-
-impl Failure {
-    fn to_error(&self) -> ApiError {
-        match self {
-            Failure::Away(detail) => ApiError::unavailable(detail.clone()),
-            Failure::Defect(detail) => ApiError::internal(detail.clone()),
-        }
-    }
-}
-
-/// Opens a group on `held` or a connection from the pool; the connection comes back unless
-/// it failed (a failed one is dropped, never kept).
+/// Opens a group on `held` or a connection from the pool; the connection comes back to be kept
+/// unless the statement failed. Errors are mapped as every database error is (`ApiError`).
 fn open_group(
     pool: &Pool,
     held: Option<Conn>,
     terms: &Terms,
     credentials: &[&Credential],
-) -> Result<(Vec<Opened>, Conn), Failure> {
+) -> Result<(Vec<Opened>, Conn), ApiError> {
     let mut c = match held {
         Some(c) => c,
-        None => pool
-            .get()
-            .map_err(|e| Failure::Away(format!("database pool: {e}")))?,
+        None => pool.get()?,
     };
     let open = |c: &mut Conn| {
         leases::open(
@@ -164,15 +145,7 @@ fn open_group(
     {
         opened = open(&mut c);
     }
-    match opened {
-        Ok(outcomes) => Ok((outcomes, c)),
-        Err(e) => {
-            let detail = format!("database: {e}");
-            Err(if is_connectivity(&e) {
-                Failure::Away(detail)
-            } else {
-                Failure::Defect(detail)
-            })
-        }
-    }
+    // After an error the connection goes back to the pool (which checks it before its next
+    // use) instead of being kept here.
+    Ok((opened?, c))
 }
