@@ -34,7 +34,7 @@ pub struct App {
     /// What this process can hold (connections, streams), derived at start.
     pub capacity: Capacity,
     /// The `/readyz` check, run on its own thread.
-    pub ready: Arc<crate::ops::Readiness>,
+    pub ready: Arc<crate::ready::Readiness>,
     /// Streams held per client address.
     pub stream_shares: Arc<crate::admission::Shares>,
     /// This instance's stream places (`capacity.max_streams`).

@@ -99,7 +99,7 @@ pub fn run(
         ["token", "create"] => token_create(config, flags),
         ["token", "list"] => token_list(config, flags),
         ["token", "revoke"] => token_revoke(config, flags),
-        ["keys", "rotate"] => crate::keys::reseal::rotate(config),
+        ["keys", "rotate"] => keys::rotate(config),
         ["mfa", "reset"] => keys::mfa_reset(config, flags),
         ["emit"] => emit(config, flags),
         _ => Err(unknown_command(command.words).into()),

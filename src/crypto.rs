@@ -105,6 +105,16 @@ pub fn unix_now() -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
+/// HMAC-SHA-256 of the concatenation of `parts`.
+pub fn hmac_sha256(key: &[u8], parts: &[&[u8]]) -> [u8; 32] {
+    use ring::hmac;
+    let mut ctx = hmac::Context::with_key(&hmac::Key::new(hmac::HMAC_SHA256, key));
+    for part in parts {
+        ctx.update(part);
+    }
+    ctx.sign().as_ref().try_into().expect("32 bytes")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -24,8 +24,10 @@ pub mod maintenance;
 pub mod metrics;
 pub mod oneshot;
 pub mod ops;
+pub mod ready;
 pub mod router;
 pub mod server;
+pub mod sharded;
 #[allow(unsafe_code)]
 pub(crate) mod sock;
 pub mod subscribe;

@@ -13,14 +13,30 @@ enum State<T> {
     Gone,
 }
 
+struct Slot<T> {
+    state: State<T>,
+    /// The receiver sleeps on `ready`. Only then does an answer wake it: a condition variable's
+    /// notification is a system call even when no one waits (an answer that comes before the
+    /// receiver asks for it).
+    asleep: bool,
+}
+
 struct Shared<T> {
-    state: Mutex<State<T>>,
+    slot: Mutex<Slot<T>>,
     ready: Condvar,
 }
 
 impl<T> Shared<T> {
-    fn lock(&self) -> MutexGuard<'_, State<T>> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    fn lock(&self) -> MutexGuard<'_, Slot<T>> {
+        self.slot.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn put(&self, state: State<T>) {
+        let mut slot = self.lock();
+        slot.state = state;
+        if slot.asleep {
+            self.ready.notify_one();
+        }
     }
 }
 
@@ -32,7 +48,10 @@ pub struct Receiver<T>(Arc<Shared<T>>);
 
 pub fn pair<T>() -> (Sender<T>, Receiver<T>) {
     let shared = Arc::new(Shared {
-        state: Mutex::new(State::Waiting),
+        slot: Mutex::new(Slot {
+            state: State::Waiting,
+            asleep: false,
+        }),
         ready: Condvar::new(),
     });
     (Sender(Some(shared.clone())), Receiver(shared))
@@ -41,8 +60,7 @@ pub fn pair<T>() -> (Sender<T>, Receiver<T>) {
 impl<T> Sender<T> {
     pub fn send(mut self, value: T) {
         if let Some(shared) = self.0.take() {
-            *shared.lock() = State::Sent(value);
-            shared.ready.notify_one();
+            shared.put(State::Sent(value));
         }
     }
 }
@@ -50,8 +68,7 @@ impl<T> Sender<T> {
 impl<T> Drop for Sender<T> {
     fn drop(&mut self) {
         if let Some(shared) = self.0.take() {
-            *shared.lock() = State::Gone;
-            shared.ready.notify_one();
+            shared.put(State::Gone);
         }
     }
 }
@@ -59,13 +76,15 @@ impl<T> Drop for Sender<T> {
 impl<T> Receiver<T> {
     /// The answer, or `None` when the sender went without one.
     pub fn recv(self) -> Option<T> {
-        let mut state = self.0.lock();
+        let mut slot = self.0.lock();
         loop {
-            match std::mem::replace(&mut *state, State::Waiting) {
+            match std::mem::replace(&mut slot.state, State::Waiting) {
                 State::Sent(value) => return Some(value),
                 State::Gone => return None,
                 State::Waiting => {
-                    state = self.0.ready.wait(state).unwrap_or_else(|e| e.into_inner());
+                    slot.asleep = true;
+                    slot = self.0.ready.wait(slot).unwrap_or_else(|e| e.into_inner());
+                    slot.asleep = false;
                 }
             }
         }

@@ -1,9 +1,5 @@
 //! Operator endpoints: `/healthz` (process up), `/readyz` (database reachable, answered within a
-//! second: `ready`), `/metrics`.
-
-mod ready;
-
-pub use ready::Readiness;
+//! second: `crate::ready`), `/metrics`.
 
 use crate::app::{App, Reply};
 use crate::error::{ApiError, ApiResult};

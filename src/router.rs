@@ -142,7 +142,7 @@ pub static ROUTES: &[Route] = &[
         "session_end",
         auth::own_sessions::delete_one,
     ),
-    route(Get, "/v1/events", "events", subscribe::get),
+    route(Get, STREAM_PATH, "events", subscribe::get),
     route(Get, "/healthz", "healthz", ops::healthz),
     route(Get, "/readyz", "readyz", ops::readyz),
     route(Get, "/metrics", "metrics", ops::metrics),
@@ -198,6 +198,17 @@ pub fn method_name(m: Method) -> &'static str {
         Method::Options => "OPTIONS",
         Method::Other => "OTHER",
     }
+}
+
+/// The change stream's path (`GET /v1/events`).
+pub const STREAM_PATH: &str = "/v1/events";
+
+/// Whether the request is for the change stream: its handler runs on the connection's own thread,
+/// which then becomes the stream's, instead of a worker (the server's `conn`): a stream opening
+/// costs no hand-over to a worker and back. The handler waits on nothing but the stream openers
+/// (`events::openings`), which bound the database work.
+pub fn runs_on_its_connection(req: &Request) -> bool {
+    req.path == STREAM_PATH
 }
 
 /// Runs a request through the rules and its handler. Returns the route name for metrics.

@@ -71,12 +71,48 @@ pub fn wait_readable(fd: RawFd, timeout: Duration) -> io::Result<bool> {
     }
 }
 
+/// Waits until more than `have` bytes are queued to be read on `fd` (or the socket is shut, or
+/// fails), at most `timeout`: `poll` with the socket's low-water mark one byte past `have`, which
+/// is then put back to one byte (what every read expects). Whether the wait ended before the
+/// time-out.
+pub fn wait_for_more(fd: RawFd, have: usize, timeout: Duration) -> bool {
+    let mark = libc::c_int::try_from(have + 1).unwrap_or(libc::c_int::MAX);
+    if set_int(fd, libc::SOL_SOCKET, libc::SO_RCVLOWAT, mark).is_err() {
+        return false;
+    }
+    let woke = wait_readable(fd, timeout).unwrap_or(false);
+    let _ = set_int(fd, libc::SOL_SOCKET, libc::SO_RCVLOWAT, 1);
+    woke
+}
+
+/// Bytes queued on `fd` and not read yet.
+pub fn queued(fd: RawFd) -> io::Result<usize> {
+    Ok(ioctl_int(fd, libc::FIONREAD)?.max(0) as usize)
+}
+
 /// Offset of `tcpi_bytes_received` in Linux's `struct tcp_info` (since Linux 4.1).
 const BYTES_RECEIVED_AT: usize = 128;
 
 /// Bytes that tiny_http has taken off the socket so far: received by the kernel minus those
-/// still queued in it.
+/// still queued in it. The two counts are read until no byte arrived between them (a segment
+/// landing in between would make the difference short by its length).
 pub fn consumed(fd: RawFd) -> io::Result<u64> {
+    let mut before = received(fd)?;
+    for _ in 0..8 {
+        let queued = queued(fd)?;
+        let after = received(fd)?;
+        if after == before {
+            return Ok(after.saturating_sub(queued as u64));
+        }
+        before = after;
+    }
+    Err(io::Error::other(
+        "bytes kept arriving while they were counted",
+    ))
+}
+
+/// Bytes the kernel has received on the socket so far.
+fn received(fd: RawFd) -> io::Result<u64> {
     let mut info = [0u64; 32];
     let len = getsockopt(fd, libc::IPPROTO_TCP, libc::TCP_INFO, &mut info)?;
     if len < BYTES_RECEIVED_AT + 8 {
@@ -84,11 +120,7 @@ pub fn consumed(fd: RawFd) -> io::Result<u64> {
             "this kernel's tcp_info has no byte counts",
         ));
     }
-    let received = info[BYTES_RECEIVED_AT / 8];
-    let mut queued: libc::c_int = 0;
-    // SAFETY: FIONREAD writes one int.
-    check(unsafe { libc::ioctl(fd, libc::FIONREAD, &mut queued) })?;
-    Ok(received.saturating_sub(queued.max(0) as u64))
+    Ok(info[BYTES_RECEIVED_AT / 8])
 }
 
 pub fn shutdown(fd: RawFd, how: Shutdown) {
@@ -172,13 +204,26 @@ pub fn peer(fd: RawFd) -> Peer {
     {
         return Peer::Gone;
     }
-    let mut queued: libc::c_int = 0;
-    // SAFETY: FIONREAD writes one int.
-    match check(unsafe { libc::ioctl(fd, libc::FIONREAD, &mut queued) }) {
-        Ok(_) if queued > 0 => Peer::Sent,
+    match queued(fd) {
+        Ok(n) if n > 0 => Peer::Sent,
         Ok(_) => Peer::Quiet,
         Err(_) => Peer::Gone,
     }
+}
+
+/// Whether a stream's socket has nothing to tell its stream: the client is connected and quiet,
+/// and nothing written waits in the kernel (so no write waits for room).
+pub fn at_rest(fd: RawFd) -> bool {
+    peer(fd) == Peer::Quiet && ioctl_int(fd, libc::TIOCOUTQ).is_ok_and(|n| n == 0)
+}
+
+/// An `ioctl` that reads one int (`FIONREAD`: bytes to read; `TIOCOUTQ`: bytes not yet
+/// acknowledged by the peer).
+fn ioctl_int(fd: RawFd, request: libc::Ioctl) -> io::Result<libc::c_int> {
+    let mut value: libc::c_int = 0;
+    // SAFETY: these requests write one int.
+    check(unsafe { libc::ioctl(fd, request, &mut value) })?;
+    Ok(value)
 }
 
 /// Sends without blocking and without SIGPIPE; `Ok(0)` when the socket buffer is full.

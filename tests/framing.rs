@@ -132,6 +132,19 @@ fn repeated_framing_headers_are_400_and_end_the_connection() {
 }
 
 #[test]
+fn http_versions_other_than_1_0_and_1_1_are_400() {
+    let server = TestServer::start();
+    for version in ["HTTP/2.0", "HTTP/3.0", "HTTP/1.2"] {
+        let responses = exchange(
+            &server,
+            &format!("GET /healthz {version}\r\nHost: a\r\n\r\n{SMUGGLED}"),
+        );
+        assert!(!responses.is_empty(), "{version}: no answer");
+        assert_refused(&responses, "HTTP version");
+    }
+}
+
+#[test]
 fn a_transfer_coding_other_than_chunked_is_400() {
     let server = TestServer::start();
     let raw = |coding: &str| {
@@ -166,21 +179,120 @@ fn a_transfer_coding_other_than_chunked_is_400() {
          Content-Length: 5\r\n\r\n0\r\n\r\n{SMUGGLED}"
     );
     assert_refused(&exchange(&server, &both), "Transfer-Encoding");
-    // Behind an earlier request on the same connection (pipelined), tiny_http may already hold
-    // the bytes, and refuses such a head itself: its empty 400, then the close; nothing behind
-    // it runs either way.
-    let pipelined = format!(
-        "GET /healthz HTTP/1.1\r\nHost: a\r\n\r\n{}",
-        raw("identity")
+    // Behind earlier requests on the same connection, sent at once (their bytes sit in the
+    // parser's buffer), the same answer: the earlier ones are served, then the refusal and the
+    // close; nothing behind it runs.
+    let big = "x".repeat(1500);
+    let earlier = format!(
+        "GET /healthz HTTP/1.1\r\nHost: a\r\n\r\n\
+         GET /healthz HTTP/1.1\r\nHost: a\r\nContent-Length: 2\r\n\r\n{{}}\
+         GET /healthz HTTP/1.1\r\nHost: a\r\nContent-Length: {}\r\n\r\n{big}",
+        big.len()
     );
-    let responses = exchange(&server, &pipelined);
+    for coding in ["identity", "chunked;x=1", "Chunked"] {
+        let responses = exchange(&server, &format!("{earlier}{}", raw(coding)));
+        assert_eq!(
+            responses.len(),
+            4,
+            "{coding:?}: three answers, the refusal, then the close"
+        );
+        for r in &responses[..3] {
+            r.expect(200);
+        }
+        assert_refused(&responses[3..], "Transfer-Encoding");
+    }
+    assert_refused(
+        &exchange(&server, &format!("{earlier}{both}"))[3..],
+        "Transfer-Encoding",
+    );
+    // And a head that comes later on a kept-alive connection, after the answers.
+    for coding in ["identity", "x"] {
+        let mut stream = TcpStream::connect(server.addr).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        let mut reader = BufReader::new(stream.try_clone().unwrap());
+        stream.write_all(earlier.as_bytes()).unwrap();
+        for _ in 0..3 {
+            read_response(&mut reader).expect(200);
+        }
+        stream.write_all(raw(coding).as_bytes()).unwrap();
+        let mut rest = Vec::new();
+        reader
+            .read_to_end(&mut rest)
+            .expect("the server closes the connection");
+        let mut rest = BufReader::new(&rest[..]);
+        assert_refused(&[read_response(&mut rest)], "Transfer-Encoding");
+        assert!(
+            rest.fill_buf().unwrap().is_empty(),
+            "{coding:?}: nothing after the refusal"
+        );
+    }
+    // A head that comes in pieces, the refused line in a later piece: the same answer.
+    for coding in ["identity", "Chunked"] {
+        let mut stream = TcpStream::connect(server.addr).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        stream
+            .write_all(b"POST /auth/logout HTTP/1.1\r\nHost: a\r\n")
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(150));
+        stream
+            .write_all(format!("Transfer-Encoding: {coding}\r\n").as_bytes())
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(150));
+        stream
+            .write_all(format!("\r\n0\r\n\r\n{SMUGGLED}").as_bytes())
+            .unwrap();
+        let mut all = Vec::new();
+        stream
+            .read_to_end(&mut all)
+            .expect("the server closes the connection");
+        let mut rest = BufReader::new(&all[..]);
+        assert_refused(&[read_response(&mut rest)], "Transfer-Encoding");
+        assert!(
+            rest.fill_buf().unwrap().is_empty(),
+            "{coding:?} in pieces: nothing after the refusal"
+        );
+    }
+    // Behind a chunked body sent with its head (followed to its end): the same answer.
+    let chunked = "POST /auth/logout HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\
+                   Content-Type: application/json\r\n\r\n2\r\n{}\r\n0\r\n\r\n";
+    let responses = exchange(&server, &format!("{chunked}{}", raw("identity")));
     assert_eq!(
         responses.len(),
         2,
-        "the first answer, the refusal, then the close"
+        "the chunked request's answer, then the refusal"
     );
-    responses[0].expect(200);
-    assert_eq!(responses[1].status, 400);
+    assert_refused(&responses[1..], "Transfer-Encoding");
+    // A chunked body whose end was not seen with its head: where the next head starts is not
+    // known, so the connection ends after the answer and nothing sent behind it is read (a
+    // client that pipelines sends it again on a new connection).
+    let mut stream = TcpStream::connect(server.addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let (head, body) = chunked.split_at(chunked.find("2\r\n{}").unwrap());
+    stream.write_all(head.as_bytes()).unwrap();
+    std::thread::sleep(Duration::from_millis(150));
+    stream
+        .write_all(format!("{body}{}", raw("identity")).as_bytes())
+        .unwrap();
+    let mut all = Vec::new();
+    stream
+        .read_to_end(&mut all)
+        .expect("the server closes the connection");
+    let mut rest = BufReader::new(&all[..]);
+    assert_ne!(
+        read_response(&mut rest).status,
+        400,
+        "the chunked request is served"
+    );
+    assert!(
+        rest.fill_buf().unwrap().is_empty(),
+        "nothing read behind a body the screen could not follow"
+    );
     // Exactly `chunked` is served, and the next request on the connection too.
     let raw = "POST /auth/logout HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\
                Content-Type: application/json\r\n\r\n2\r\n{}\r\n0\r\n\r\n\

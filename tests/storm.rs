@@ -99,3 +99,58 @@ fn a_storm_admits_exactly_ten_per_holder_across_two_instances_in_groups() {
         "{round_trips} round trips for {on_counted} stream requests: no opening shared a statement"
     );
 }
+
+/// A stream opens while every worker is busy: its request is handled on its connection's own
+/// thread (which then runs the stream), not queued for a worker. Here the only worker is stuck
+/// (a sign-in waits on a row lock the test holds). Before, the stream request queued behind it.
+#[test]
+fn a_stream_opens_while_every_worker_is_busy() {
+    let server = TestServer::with(&[("CONSOLED_WORKERS", "1")]);
+    let mut owner = server.client();
+    let (email, state) = owner.signup();
+    let org: i64 = state["organizations"][0]["id"].as_i64().unwrap();
+    let project: i64 = db()
+        .query_one("SELECT id FROM projects WHERE org_id = $1", &[&org])
+        .unwrap()
+        .get(0);
+    let (_, secret) = consoled::db::tokens::create(&mut db(), project, "busy").unwrap();
+    let mut holder = db();
+    let mut tx = holder.transaction().unwrap();
+    let holder_pid: i32 = tx.query_one("SELECT pg_backend_pid()", &[]).unwrap().get(0);
+    tx.execute("SELECT 1 FROM users WHERE email = $1 FOR UPDATE", &[&email])
+        .unwrap();
+    let stuck = std::thread::spawn(move || owner.login(&email, PASSWORD).status);
+    let mut watcher = db();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while watcher
+        .query_one(
+            "SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))",
+            &[&holder_pid],
+        )
+        .unwrap()
+        .get::<_, i64>(0)
+        == 0
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the sign-in never waited"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let bearer = format!("Bearer {secret}");
+    let asked = std::time::Instant::now();
+    let mut s = sse::open(server.addr, &[("Authorization", &bearer)]);
+    assert_eq!(s.status, 200, "{}", String::from_utf8_lossy(&s.body));
+    assert_eq!(s.next(Duration::from_secs(3)), Ev::Ready);
+    assert!(
+        asked.elapsed() < Duration::from_secs(2) && !stuck.is_finished(),
+        "the stream waited {:?}, for the worker",
+        asked.elapsed()
+    );
+    tx.rollback().unwrap();
+    assert_eq!(
+        stuck.join().unwrap(),
+        200,
+        "the sign-in ends once the lock goes"
+    );
+}

@@ -10,24 +10,27 @@
 //! seen before goes to the database, which counts every stream of its holder, here included.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, MutexGuard};
 
 use super::refusal::Refusal;
 use crate::db::leases::Holder;
+use crate::sharded::Sharded;
+
+/// Each map is kept in this many parts (by holder, by credential): thousands of streams opening
+/// at once each lock one part, so that they seldom wait for each other.
+const SHARDS: usize = 16;
 
 /// This instance's streams per user or token, against the per-principal limit.
 pub struct Principals {
     limit: usize,
-    state: Mutex<State>,
+    /// Open streams per holder.
+    held: Sharded<HashMap<Holder, usize>, SHARDS>,
+    /// The credentials of open streams: whose they are, and how many streams each opened.
+    known: Sharded<Known, SHARDS>,
 }
 
-#[derive(Default)]
-struct State {
-    /// Open streams per holder.
-    held: HashMap<Holder, usize>,
-    /// The credentials of open streams: whose they are, and how many streams each opened.
-    known: HashMap<Vec<u8>, (Holder, usize)>,
-}
+/// Credentials of open streams: each one's holder and how many streams it opened.
+type Known = HashMap<Vec<u8>, (Holder, usize)>;
 
 /// One stream counted against its holder; dropping it gives the place back.
 pub struct PrincipalPlace {
@@ -40,21 +43,29 @@ impl Principals {
     pub fn new(limit: usize) -> Arc<Principals> {
         Arc::new(Principals {
             limit,
-            state: Mutex::default(),
+            held: Sharded::default(),
+            known: Sharded::default(),
         })
     }
 
-    fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    fn held_of(&self, holder: Holder) -> MutexGuard<'_, HashMap<Holder, usize>> {
+        let id = match holder {
+            Holder::User(id) | Holder::Token(id) => id,
+        };
+        self.held.part(id.unsigned_abs())
+    }
+
+    fn known_of(&self, credential: &[u8]) -> MutexGuard<'_, Known> {
+        let part = credential.first().copied().unwrap_or(0);
+        self.known.part(u64::from(part))
     }
 
     /// Before the database: refuses a credential whose holder already holds its limit here.
     pub fn check(&self, credential: &[u8]) -> Result<(), Refusal> {
-        let state = self.lock();
-        let Some((holder, _)) = state.known.get(credential) else {
+        let Some((holder, _)) = self.known_of(credential).get(credential).copied() else {
             return Ok(());
         };
-        match state.held.get(holder) {
+        match self.held_of(holder).get(&holder) {
             Some(&n) if n >= self.limit => Err(self.refusal()),
             _ => Ok(()),
         }
@@ -67,14 +78,15 @@ impl Principals {
         holder: Holder,
         credential: &[u8],
     ) -> Result<PrincipalPlace, Refusal> {
-        let mut state = self.lock();
-        let n = state.held.entry(holder).or_insert(0);
-        if *n >= self.limit {
-            return Err(self.refusal());
+        {
+            let mut held = self.held_of(holder);
+            let n = held.entry(holder).or_insert(0);
+            if *n >= self.limit {
+                return Err(self.refusal());
+            }
+            *n += 1;
         }
-        *n += 1;
-        state
-            .known
+        self.known_of(credential)
             .entry(credential.to_vec())
             .or_insert((holder, 0))
             .1 += 1;
@@ -91,23 +103,26 @@ impl Principals {
 
     /// Streams this instance holds for `holder`.
     pub fn held(&self, holder: Holder) -> usize {
-        self.lock().held.get(&holder).copied().unwrap_or(0)
+        self.held_of(holder).get(&holder).copied().unwrap_or(0)
     }
 }
 
 impl Drop for PrincipalPlace {
     fn drop(&mut self) {
-        let mut state = self.of.lock();
-        if let Some(n) = state.held.get_mut(&self.holder) {
-            *n -= 1;
-            if *n == 0 {
-                state.held.remove(&self.holder);
+        {
+            let mut held = self.of.held_of(self.holder);
+            if let Some(n) = held.get_mut(&self.holder) {
+                *n -= 1;
+                if *n == 0 {
+                    held.remove(&self.holder);
+                }
             }
         }
-        if let Some((_, n)) = state.known.get_mut(&self.credential) {
+        let mut known = self.of.known_of(&self.credential);
+        if let Some((_, n)) = known.get_mut(&self.credential) {
             *n -= 1;
             if *n == 0 {
-                state.known.remove(&self.credential);
+                known.remove(&self.credential);
             }
         }
     }
@@ -135,11 +150,8 @@ mod tests {
         assert_eq!(p.held(user), 1);
         drop(b);
         assert_eq!(p.held(user), 0);
-        let state = p.lock();
-        assert_eq!(
-            (state.held.len(), state.known.len()),
-            (1, 1),
-            "only t1 left"
-        );
+        let held: usize = p.held.parts().map(|m| m.len()).sum();
+        let known: usize = p.known.parts().map(|m| m.len()).sum();
+        assert_eq!((held, known), (1, 1), "only t1 left");
     }
 }

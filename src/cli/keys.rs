@@ -1,4 +1,5 @@
-//! `consoled keys generate` and `consoled mfa reset` (`keys rotate` is `keys::reseal::rotate`).
+//! `consoled keys generate`, `consoled keys rotate` (the work is `keys::reseal::run`) and
+//! `consoled mfa reset`.
 
 use crate::logging::security::Event;
 use std::collections::HashMap;
@@ -9,6 +10,7 @@ use crate::config::Config;
 use crate::db::{outbox, recovery_codes, sessions, totp, users};
 use crate::failure::Failure;
 use crate::http::json::Email;
+use crate::keys::reseal;
 
 pub fn generate() -> Value {
     let key = crate::keys::generate();
@@ -44,4 +46,35 @@ pub fn mfa_reset(config: &Config, flags: &HashMap<String, String>) -> Result<Val
     let by = [("by", "operator".into())];
     crate::logging::security::event(Event::MfaDisabled, None, Some(user.id), &by);
     Ok(json!({ "user_id": user.id, "mfa_enabled": false, "sessions_ended": ended }))
+}
+
+/// `consoled keys rotate`: every TOTP secret sealed under CONSOLED_DATA_KEY. Fails (after doing
+/// what it can) when some secret opens with none of the configured keys.
+pub fn rotate(config: &Config) -> Result<Value, Failure> {
+    let keys = crate::keys::DataKeys::from_settings(&config.keys);
+    let id = keys.current_id().ok_or(
+        "CONSOLED_DATA_KEY is not set: set the new key there and the keys it replaces in \
+         CONSOLED_DATA_KEY_OLD (docs/OPERATIONS.md, \"Sealed TOTP secrets\")",
+    )?;
+    let mut c = super::connect(config)?;
+    let report =
+        reseal::run(&mut c, &keys, reseal::Scope::NotCurrent).map_err(|e| e.to_string())?;
+    if !report.unreadable.is_empty() {
+        let users: Vec<String> = report
+            .unreadable
+            .iter()
+            .take(20)
+            .map(|(user, why)| format!("user {user}: {why}"))
+            .collect();
+        return Err(format!(
+            "{} secret(s) re-sealed under key {id}, {} cannot be opened with the configured keys \
+             (add their key to CONSOLED_DATA_KEY_OLD, or reset those users' second factor with \
+             `consoled mfa reset`): {}",
+            report.resealed,
+            report.unreadable.len(),
+            users.join("; ")
+        )
+        .into());
+    }
+    Ok(json!({ "key_id": id, "resealed": report.resealed, "already_current": report.kept }))
 }

@@ -10,9 +10,9 @@
 //! its stored hash, so even the database and the key together cannot mint a token for a session.
 
 use super::Request;
+use crate::crypto::hmac_sha256;
 use crate::crypto::{b64url, b64url_decode, constant_time_eq, random_bytes};
 use crate::error::{ApiError, Code};
-use crate::keys::hmac_sha256;
 
 pub const COOKIE: &str = "svc_csrf";
 pub const HEADER: &str = "x-csrf-token";

@@ -14,11 +14,10 @@
 //! such a head is read as a request.
 //!
 //! What tiny_http_fork refuses itself it answers with an empty 400 before our code sees the
-//! request. A connection's first head is therefore read ahead, without taking it off the socket
-//! (`raw_head`; tiny_http has buffered nothing yet then), and checked for those shapes too
-//! (`check_before_parser`), so that the answer is ours, in JSON. A head not whole in the first
-//! segment, and a later request of the connection (whose bytes tiny_http may already hold), are
-//! left to tiny_http: its empty 400 closes the connection all the same.
+//! request. Each head is therefore read ahead, without taking it off the socket (`raw_head`, by
+//! `server::ahead`), and checked for those shapes too (`check_before_parser`), so that the
+//! answer is ours, in JSON. The parser reads only heads seen whole this way; where the next
+//! head's start is not known, the connection ends instead (`server::ahead`).
 
 use crate::error::ApiError;
 
@@ -96,6 +95,11 @@ fn not_chunked() -> ApiError {
 /// `check` refuses: `Transfer-Encoding` beside `Content-Length` (RFC 9112 §6.1 allows refusing
 /// it), and any coding but exactly `chunked` (tiny_http takes no other case, list or parameter).
 pub fn check_before_parser(head: &Head) -> Result<(), ApiError> {
+    if !matches!(head.version, (1, 0) | (1, 1)) {
+        // tiny_http_fork answers a later version 505 and reads on, past what was screened.
+        return Err(ApiError::invalid("HTTP version", "1.0 or 1.1")
+            .message("Only HTTP/1.0 and HTTP/1.1 are served here."));
+    }
     check(head)?;
     if !head.transfer_encoding.is_empty() && !head.content_length.is_empty() {
         return Err(
@@ -113,27 +117,74 @@ pub fn check_before_parser(head: &Head) -> Result<(), ApiError> {
     Ok(())
 }
 
-/// A head's version, (major, minor), and its header lines (lower-case names, every line).
-pub type RawHead = ((u8, u8), Vec<(String, String)>);
+/// A head read ahead of the parser.
+#[derive(Debug, PartialEq)]
+pub struct RawHead {
+    /// (major, minor)
+    pub version: (u8, u8),
+    /// Every header line: lower-case name, trimmed value.
+    pub lines: Vec<(String, String)>,
+    /// Its length on the wire, the blank line included.
+    pub len: usize,
+}
 
-/// The version and header lines of the head at the start of `bytes`, when it is whole there and
-/// readable; else `None`, and the parser decides.
+/// The length of the head at the start of `bytes` (its blank line included), when it ends there.
+pub fn head_end(bytes: &[u8]) -> Option<usize> {
+    bytes
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .map(|end| end + 4)
+}
+
+/// The head at the start of `bytes`, when it is whole there and readable; else `None`, and the
+/// parser decides.
 pub fn raw_head(bytes: &[u8]) -> Option<RawHead> {
-    let end = bytes.windows(4).position(|w| w == b"\r\n\r\n")?;
+    let end = head_end(bytes)? - 4;
     let text = std::str::from_utf8(&bytes[..end]).ok()?;
     let mut lines = text.split("\r\n");
-    let version = match lines.next()?.rsplit(' ').next()? {
-        "HTTP/1.1" => (1, 1),
-        "HTTP/1.0" => (1, 0),
+    let version = match lines.next()?.rsplit(' ').next()?.as_bytes() {
+        [b'H', b'T', b'T', b'P', b'/', major, b'.', minor]
+            if major.is_ascii_digit() && minor.is_ascii_digit() =>
+        {
+            (major - b'0', minor - b'0')
+        }
         _ => return None,
     };
-    let headers = lines
+    let lines = lines
         .map(|line| {
             let (name, value) = line.split_once(':')?;
             Some((name.trim().to_ascii_lowercase(), value.trim().to_string()))
         })
         .collect::<Option<Vec<_>>>()?;
-    Some((version, headers))
+    Some(RawHead {
+        version,
+        lines,
+        len: end + 4,
+    })
+}
+
+/// The length on the wire of the chunked body at the start of `bytes`, when it ends there:
+/// chunks whose size lines are bare hexadecimal (no extensions), then `0`, then the blank line
+/// (no trailers). Anything else, or a body not whole in `bytes`: `None` (the next request's start
+/// is then not known).
+pub fn chunked_len(bytes: &[u8]) -> Option<usize> {
+    let mut at = 0;
+    loop {
+        let line = bytes.get(at..)?.windows(2).position(|w| w == b"\r\n")?;
+        let digits = &bytes[at..at + line];
+        if digits.is_empty() || digits.len() > 8 || !digits.iter().all(u8::is_ascii_hexdigit) {
+            return None;
+        }
+        let size = usize::from_str_radix(std::str::from_utf8(digits).ok()?, 16).ok()?;
+        at += line + 2;
+        if size == 0 {
+            return (bytes.get(at..at + 2)? == b"\r\n").then_some(at + 2);
+        }
+        if bytes.get(at + size..at + size + 2)? != b"\r\n" {
+            return None;
+        }
+        at += size + 2;
+    }
 }
 
 #[cfg(test)]
@@ -221,9 +272,14 @@ mod tests {
     fn a_head_read_ahead_is_checked_for_what_the_parser_would_refuse() {
         let read = |raw: &str| raw_head(raw.as_bytes());
         assert_eq!(read("GET / HTTP/1.1\r\nHost: a"), None, "not whole yet");
-        let (version, lines) =
-            read("POST / HTTP/1.1\r\nHOST: a\r\nTransfer-Encoding: Chunked\r\n\r\nrest").unwrap();
+        let raw = "POST / HTTP/1.1\r\nHOST: a\r\nTransfer-Encoding: Chunked\r\n\r\n";
+        let RawHead {
+            version,
+            lines,
+            len,
+        } = read(&format!("{raw}rest")).unwrap();
         assert_eq!(version, (1, 1));
+        assert_eq!(len, raw.len(), "the head ends after its blank line");
         assert_eq!(lines[0], ("host".to_string(), "a".to_string()));
         let refused =
             |lines: &[(String, String)]| check_before_parser(&Head::of((1, 1), lines)).is_err();
@@ -243,5 +299,41 @@ mod tests {
             line("transfer-encoding", "chunked;x=1")
         ]));
         assert!(!refused(&[line("host", "a"), line("content-length", "5")]));
+    }
+
+    #[test]
+    fn a_chunked_body_is_followed_to_its_end_or_not_at_all() {
+        let whole = b"2\r\n{}\r\n10\r\n0123456789abcdef\r\n0\r\n\r\nGET";
+        assert_eq!(chunked_len(whole), Some(whole.len() - 3));
+        assert_eq!(chunked_len(b"0\r\n\r\n"), Some(5));
+        for cut in [&b"2\r\n{}\r\n"[..], b"2\r\n{", b"0\r\n", b""] {
+            assert_eq!(chunked_len(cut), None, "not whole: {cut:?}");
+        }
+        for odd in [
+            &b"2;x=1\r\n{}\r\n0\r\n\r\n"[..],
+            b"0\r\nT: 1\r\n\r\n",
+            b"2\r\n{}}\r\n",
+        ] {
+            assert_eq!(chunked_len(odd), None, "not followed: {odd:?}");
+        }
+    }
+
+    #[test]
+    fn only_http_1_0_and_1_1_pass_the_screen() {
+        let head = |raw: &str| raw_head(raw.as_bytes()).unwrap();
+        for (raw, ok) in [
+            ("GET / HTTP/1.1\r\nHost: a\r\n\r\n", true),
+            ("GET / HTTP/1.0\r\n\r\n", true),
+            ("GET / HTTP/2.0\r\nHost: a\r\n\r\n", false),
+            ("GET / HTTP/0.9\r\n\r\n", false),
+        ] {
+            let h = head(raw);
+            assert_eq!(
+                check_before_parser(&Head::of(h.version, &h.lines)).is_ok(),
+                ok,
+                "{raw:?}"
+            );
+        }
+        assert_eq!(head_end(b"GET / HTTP/1.1\r\n\r\nx"), Some(18));
     }
 }

@@ -13,7 +13,6 @@
 pub mod reseal;
 
 use ring::aead::{Aad, LessSafeKey, Nonce, UnboundKey, CHACHA20_POLY1305, NONCE_LEN};
-use ring::hmac;
 
 use crate::config::keys::{Key32, KeySettings};
 use crate::crypto;
@@ -37,7 +36,7 @@ struct DataKey {
 
 impl DataKey {
     fn new(key: &Key32) -> DataKey {
-        let derive = |label: &[u8]| hmac_sha256(&key.0, &[label]);
+        let derive = |label: &[u8]| crypto::hmac_sha256(&key.0, &[label]);
         let id = derive(b"consoled data key id v1");
         DataKey {
             id: id[..KID_LEN].try_into().expect("4 bytes"),
@@ -170,15 +169,6 @@ fn split(stored: &[u8]) -> Option<(&[u8], &[u8], &[u8])> {
 
 fn aad(user_id: i64, header: &[u8]) -> Vec<u8> {
     [TOTP_AAD, &user_id.to_be_bytes(), header].concat()
-}
-
-/// HMAC-SHA-256 of the concatenation of `parts`.
-pub fn hmac_sha256(key: &[u8], parts: &[&[u8]]) -> [u8; 32] {
-    let mut ctx = hmac::Context::with_key(&hmac::Key::new(hmac::HMAC_SHA256, key));
-    for part in parts {
-        ctx.update(part);
-    }
-    ctx.sign().as_ref().try_into().expect("32 bytes")
 }
 
 pub fn hex(bytes: &[u8]) -> String {

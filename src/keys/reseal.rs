@@ -3,11 +3,9 @@
 //! current data key.
 
 use postgres::Client;
-use serde_json::{json, Value};
 
 use super::{is_sealed, DataKeys};
 use crate::config::Config;
-use crate::failure::Failure;
 
 /// Rows read per query; each row is re-sealed with its own conditional UPDATE.
 const BATCH: i64 = 500;
@@ -143,34 +141,4 @@ fn shared_csrf_key(c: &mut Client) -> Result<[u8; 32], postgres::Error> {
         log::error!("server_keys.csrf is not 32 bytes; using a random key for this process");
         crate::crypto::random_bytes::<32>()
     }))
-}
-
-/// `consoled keys rotate`: every TOTP secret sealed under CONSOLED_DATA_KEY. Fails (after doing
-/// what it can) when some secret opens with none of the configured keys.
-pub fn rotate(config: &Config) -> Result<Value, Failure> {
-    let keys = DataKeys::from_settings(&config.keys);
-    let id = keys.current_id().ok_or(
-        "CONSOLED_DATA_KEY is not set: set the new key there and the keys it replaces in \
-         CONSOLED_DATA_KEY_OLD (docs/OPERATIONS.md, \"Sealed TOTP secrets\")",
-    )?;
-    let mut c = crate::cli::connect(config)?;
-    let report = run(&mut c, &keys, Scope::NotCurrent).map_err(|e| e.to_string())?;
-    if !report.unreadable.is_empty() {
-        let users: Vec<String> = report
-            .unreadable
-            .iter()
-            .take(20)
-            .map(|(user, why)| format!("user {user}: {why}"))
-            .collect();
-        return Err(format!(
-            "{} secret(s) re-sealed under key {id}, {} cannot be opened with the configured keys \
-             (add their key to CONSOLED_DATA_KEY_OLD, or reset those users' second factor with \
-             `consoled mfa reset`): {}",
-            report.resealed,
-            report.unreadable.len(),
-            users.join("; ")
-        )
-        .into());
-    }
-    Ok(json!({ "key_id": id, "resealed": report.resealed, "already_current": report.kept }))
 }

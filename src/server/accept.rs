@@ -187,7 +187,9 @@ fn accept_one(tiny: &Tiny, guard: &Arc<Guard>, queue: &Sender<Incoming>, shared:
     let (queue, shared2) = (queue.clone(), shared.clone());
     // Its thread is a waiting one, or one the spawner makes (`spares`): this loop makes none.
     shared.spares.run(Box::new(move || {
-        conn::serve(client, fd, &conn, &queue, &shared2, &mut place);
+        if let Some(start) = conn::serve(client, fd, &conn, &queue, &shared2, &mut place) {
+            conn::stream(start, fd, &shared2);
+        }
         drop(conn);
         drop(share);
         drop(place);

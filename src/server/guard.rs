@@ -72,6 +72,9 @@ pub struct Seen {
     pub in_flight: usize,
     /// Bytes taken off the socket since it was armed, if looked at this tick.
     pub consumed: Option<u64>,
+    /// Bytes of the client wait unread in the kernel (a head being looked at ahead of the
+    /// parser, `ahead`), if looked at this tick.
+    pub queued: bool,
     pub stopping: bool,
 }
 
@@ -98,7 +101,7 @@ pub fn decide(s: Seen, deadlines: &Deadlines) -> Action {
     if too_large(s.consumed.unwrap_or(0)) {
         return answer(Code::HeaderTooLarge);
     }
-    let started = s.consumed.is_some_and(|n| n > 0);
+    let started = s.consumed.is_some_and(|n| n > 0) || s.queued;
     if !started {
         return if s.in_flight > 0 {
             // The client is waiting for us (a slow response, an open stream).
@@ -151,7 +154,11 @@ struct Armed {
 impl Conn {
     /// Arms the guard before tiny_http waits for a head or drains a body.
     pub fn arm(&self, phase: Phase) {
-        let base = sock::consumed(self.fd).unwrap_or(0);
+        // Before a connection's first head nothing has been taken off the socket.
+        let base = match phase {
+            Phase::Head { first: true } => 0,
+            _ => sock::consumed(self.fd).unwrap_or(0),
+        };
         let mut st = self.state.lock().unwrap();
         st.armed = Some(Armed {
             phase,
@@ -162,13 +169,17 @@ impl Conn {
 
     /// Disarms. `None` if the guard ended the connection meanwhile (what tiny_http returned
     /// must then be dropped: its answer could not be delivered), else whether the bytes taken
-    /// off the socket while armed prove a head over `MAX_HEAD`.
-    pub fn disarm(&self) -> Option<bool> {
+    /// off the socket while armed prove a head over `MAX_HEAD`. `seen_small`: the head was seen
+    /// whole, shorter than that, before tiny_http read it (`ahead`), so nothing is counted.
+    pub fn disarm(&self, seen_small: bool) -> Option<bool> {
         let mut st = self.state.lock().unwrap();
         st.abort_at = None;
         let armed = st.armed.take()?;
         if st.cut {
             return None;
+        }
+        if seen_small {
+            return Some(false);
         }
         let consumed = sock::consumed(self.fd).unwrap_or(0);
         Some(too_large(consumed.saturating_sub(armed.base)))
@@ -267,15 +278,18 @@ impl Guard {
             Phase::Drain => since.elapsed(),
             Phase::Head { .. } => since.max(st.last_done).elapsed(),
         };
+        let consumed = if look {
+            sock::consumed(conn.fd).ok().map(|n| n.saturating_sub(base))
+        } else {
+            None
+        };
         let seen = Seen {
             phase,
             waited,
             in_flight: conn.in_flight.load(Ordering::SeqCst),
-            consumed: if look {
-                sock::consumed(conn.fd).ok().map(|n| n.saturating_sub(base))
-            } else {
-                None
-            },
+            consumed,
+            // Only asked when nothing was taken: a head read ahead is queued, not consumed.
+            queued: consumed == Some(0) && sock::queued(conn.fd).is_ok_and(|n| n > 0),
             stopping,
         };
         let action = decide(seen, &self.deadlines);
@@ -289,7 +303,7 @@ impl Guard {
                     .fetch_add(1, Ordering::Relaxed);
             }
             Action::Answer(code) => {
-                exit::refuse_raw(metrics, fd, conn.peer, "guard", &answer(code));
+                exit::refuse_raw(metrics, fd, conn.peer, "guard", &head_refusal(code));
                 sock::shutdown(fd, Shutdown::Both);
                 count_cut(metrics, code, phase);
             }
@@ -330,7 +344,8 @@ fn count_cut(metrics: &Metrics, code: Code, phase: Phase) {
 }
 
 /// The guard's answer to a head it cut off.
-fn answer(code: Code) -> ApiError {
+/// The answer to a head refused for its size (431) or its slowness (408), whoever refuses it.
+pub(super) fn head_refusal(code: Code) -> ApiError {
     match code {
         Code::HeaderTooLarge => {
             ApiError::new(code).message("The request head is larger than 16 KiB.")

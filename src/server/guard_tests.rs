@@ -13,6 +13,7 @@ fn seen(phase: Phase, waited: u64, consumed: u64, in_flight: usize) -> Seen {
         waited: Duration::from_secs(waited),
         in_flight,
         consumed: Some(consumed),
+        queued: false,
         stopping: false,
     }
 }
@@ -88,4 +89,14 @@ fn a_drain_is_bounded() {
         decide(seen(Phase::Drain, 5, 1 << 40, 0), &DEADLINES),
         Action::StopReading
     );
+}
+
+/// A head being read ahead of the parser (`ahead`) waits in the kernel, not yet taken: the
+/// client has started, and a slow one is answered 408 at the deadline, not closed unanswered.
+#[test]
+fn bytes_waiting_unread_count_as_a_started_head() {
+    let mut s = seen(FIRST, 20, 0, 0);
+    assert_eq!(decide(s, &DEADLINES), Action::Close);
+    s.queued = true;
+    assert_eq!(decide(s, &DEADLINES), Action::Answer(Code::RequestTimeout));
 }

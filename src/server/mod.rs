@@ -3,9 +3,10 @@
 //!
 //! We run the accept loop ourselves (tiny_http_fork exposes `accept_connection`). Each connection
 //! gets a thread (`conn`) that parses request heads with tiny_http, reads bodies and hands complete
-//! requests to the workers (`worker`), which dispatch and respond. A handler that returns
-//! `Reply::Stream` gets its response head written by the worker; the stream then runs on the
-//! connection's thread (`events::stream` owns it: socket, outlet, hand-off and end), woken by the
+//! requests to the workers (`worker`), which dispatch and respond. A stream request is handled on
+//! its connection's thread instead (`worker::handle` there, with no hand-over: it waits for its
+//! opening, not a worker); its response head written, the stream runs on that thread
+//! (`conn::stream`; `events::stream` owns it: socket, outlet, hand-off and end), woken by the
 //! hub, by revocation or shutdown, and by the socket watcher when the client closes or sends
 //! again.
 //!
@@ -36,6 +37,7 @@ use crate::events::{End, Watcher};
 mod accept;
 #[allow(unsafe_code)]
 mod accepted;
+mod ahead;
 mod conn;
 mod exit;
 mod guard;

@@ -1,6 +1,6 @@
-//! How the server's own threads are scheduled and named: the two calls to the kernel's scheduler
-//! and the one that names a thread (with `sock.rs` and `accepted.rs`, the only unsafe code of the
-//! crate).
+//! How the server's own threads are scheduled, named and trimmed: the two calls to the kernel's
+//! scheduler, the one that names a thread and the one that gives back a stream thread's unused
+//! stack (with `sock.rs` and `accepted.rs`, the only unsafe code of the crate).
 
 use std::cell::Cell;
 use std::io;
@@ -51,4 +51,108 @@ pub fn lowest_priority() -> io::Result<()> {
     // SAFETY: setpriority takes no pointers; it only reads its three integers.
     check(unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, 19) })?;
     Ok(())
+}
+
+/// Below this function's frame, this much of the stack is left alone: the x86-64 red zone (128
+/// bytes) and the return address of the `madvise` call, which is a bare system call. The page
+/// that holds it is kept whole.
+const TRIM_MARGIN: usize = 512;
+
+/// Gives back to the kernel the pages of the calling thread's stack that lie below the caller's
+/// frame: what earlier, deeper calls touched and nothing uses any more. A connection thread calls
+/// it when it becomes a stream's, which then holds (resident) only the stack it uses while it
+/// streams, not the deepest the request's handling reached. A page touched again later comes
+/// back zeroed, as a fresh stack page does.
+#[inline(never)]
+pub fn trim_stack() {
+    // The address of a local: this frame's place on the stack.
+    let local = 0u8;
+    let here = std::hint::black_box(&local) as *const u8 as usize;
+    // SAFETY: the attribute is initialised by pthread_getattr_np before it is read and
+    // destroyed once; pthread_attr_getstack writes the two out-parameters. The range given to
+    // madvise lies inside this thread's own stack (from its lowest usable address, above the
+    // guard page, to `TRIM_MARGIN` below this frame), holds no live data, and MADV_DONTNEED on
+    // private anonymous memory only makes those pages read as zero when next touched.
+    unsafe {
+        let mut attr: libc::pthread_attr_t = std::mem::zeroed();
+        if libc::pthread_getattr_np(libc::pthread_self(), &mut attr) != 0 {
+            return;
+        }
+        let mut low: *mut libc::c_void = std::ptr::null_mut();
+        let mut size: libc::size_t = 0;
+        let got = libc::pthread_attr_getstack(&attr, &mut low, &mut size);
+        libc::pthread_attr_destroy(&mut attr);
+        let (low, high) = (low as usize, low as usize + size);
+        let page = usize::try_from(libc::sysconf(libc::_SC_PAGESIZE)).unwrap_or(4096);
+        if got != 0 || here <= low || here > high {
+            return;
+        }
+        let start = (low + page - 1) & !(page - 1);
+        let end = here.saturating_sub(TRIM_MARGIN) & !(page - 1);
+        if end > start {
+            libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_DONTNEED);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Resident KiB of the mapping that holds `addr` (the calling thread's stack, for a local's
+    /// address), from `/proc/self/smaps`.
+    fn resident_kib_around(addr: usize) -> usize {
+        let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
+        let mut inside = false;
+        for line in smaps.lines() {
+            if let Some((range, _)) = line.split_once(' ') {
+                if let Some((lo, hi)) = range.split_once('-') {
+                    if let (Ok(lo), Ok(hi)) =
+                        (usize::from_str_radix(lo, 16), usize::from_str_radix(hi, 16))
+                    {
+                        inside = lo <= addr && addr < hi;
+                        continue;
+                    }
+                }
+            }
+            if inside {
+                if let Some(kib) = line.strip_prefix("Rss:") {
+                    return kib.trim().trim_end_matches(" kB").trim().parse().unwrap();
+                }
+            }
+        }
+        panic!("no mapping holds {addr:#x}");
+    }
+
+    /// Touches about `kib` KiB of stack below the caller.
+    #[inline(never)]
+    fn go_deep(kib: usize) -> u8 {
+        let mut page = [0u8; 1024];
+        page[std::hint::black_box(7)] = 1;
+        let below = if kib > 1 { go_deep(kib - 1) } else { 0 };
+        std::hint::black_box(&page)[7] + below
+    }
+
+    /// A thread that once went deep holds that stack until it gives it back; after
+    /// `trim_stack` it holds about what it uses from here up.
+    #[test]
+    fn trimming_gives_back_the_stack_below_the_caller() {
+        std::thread::Builder::new()
+            .stack_size(256 * 1024)
+            .spawn(|| {
+                let local = 0u8;
+                let here = std::hint::black_box(&local) as *const u8 as usize;
+                assert_eq!(go_deep(96), 96);
+                let deep = resident_kib_around(here);
+                trim_stack();
+                let after = resident_kib_around(here);
+                assert!(deep >= 96, "the deep calls touched {deep} KiB");
+                assert!(after <= 24, "{after} KiB still resident after the trim");
+                // The stack still works, as deep as before.
+                assert_eq!(go_deep(96), 96);
+            })
+            .unwrap()
+            .join()
+            .unwrap();
+    }
 }

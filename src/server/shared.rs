@@ -28,8 +28,8 @@ pub struct Shared {
     pub(super) spares: super::spares::Spares,
 }
 
-/// A request whose head and body have both arrived, ready for a worker.
-pub struct Incoming {
+/// A request whose head and body have both arrived, ready to be handled (`worker::handle`).
+pub struct Complete {
     /// Where the response goes.
     pub rq: tiny_http::Request,
     /// The request as the application reads it (or why it cannot be read).
@@ -38,6 +38,11 @@ pub struct Incoming {
     pub started: Instant,
     /// Held until the response is written.
     pub done: InFlight,
+}
+
+/// A complete request handed to a worker.
+pub struct Incoming {
+    pub request: Complete,
     /// Where the worker says what became of the request.
     pub outcome: crate::oneshot::Sender<Outcome>,
 }

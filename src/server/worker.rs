@@ -1,6 +1,7 @@
 //! The request workers: a fixed pool that takes complete requests, turns each into our
-//! `http::Request`, dispatches it, and answers, or, for an event stream, writes the response head
-//! and hands the stream back to its connection's thread.
+//! `http::Request`, dispatches it, and answers. A stream request is handled the same way
+//! (`handle`) on its connection's own thread instead (`router::runs_on_its_connection`), which
+//! writes the response head and then runs the stream.
 
 use std::io::Write;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -10,7 +11,7 @@ use std::time::Duration;
 use crossbeam_channel::RecvTimeoutError;
 
 use super::exit;
-use super::shared::{Incoming, Outcome, Shared, Start};
+use super::shared::{Complete, Incoming, Outcome, Shared, Start};
 use crate::app::Reply;
 use crate::error::ApiError;
 use crate::events::StreamPlan;
@@ -22,7 +23,7 @@ use crate::router;
 pub fn run(shared: &Shared) {
     loop {
         match shared.requests.recv_timeout(Duration::from_millis(250)) {
-            Ok(incoming) => handle(shared, incoming),
+            Ok(Incoming { request, outcome }) => outcome.send(handle(shared, request)),
             Err(RecvTimeoutError::Timeout) if shared.app.stopping.load(Ordering::SeqCst) => return,
             Err(RecvTimeoutError::Timeout) => continue,
             Err(RecvTimeoutError::Disconnected) => return,
@@ -30,14 +31,15 @@ pub fn run(shared: &Shared) {
     }
 }
 
-fn handle(shared: &Shared, incoming: Incoming) {
-    let Incoming {
+/// Dispatches a complete request and answers it, or writes its stream's head; says what became
+/// of it.
+pub(super) fn handle(shared: &Shared, request: Complete) -> Outcome {
+    let Complete {
         rq,
         req,
         started,
         done,
-        outcome,
-    } = incoming;
+    } = request;
     let app = &shared.app;
     let (route, result) = match req {
         Ok(req) => match catch_unwind(AssertUnwindSafe(|| router::dispatch(app, &req))) {
@@ -52,8 +54,7 @@ fn handle(shared: &Shared, incoming: Incoming) {
     let response = match result {
         Ok(Reply::Stream(plan)) => {
             exit::stream_head(app, &rq, route, started);
-            outcome.send(start_stream(rq, plan));
-            return;
+            return start_stream(rq, plan);
         }
         Ok(Reply::Response(response)) => response,
         Err(e) => {
@@ -63,7 +64,7 @@ fn handle(shared: &Shared, incoming: Incoming) {
     };
     exit::respond(app, rq, route, response, started);
     drop(done);
-    outcome.send(Outcome::Answered);
+    Outcome::Answered
 }
 
 /// Writes the event-stream head on the raw connection. The body is chunked, so that ending a

@@ -74,7 +74,7 @@ pub fn run(
         signals,
         timing,
     } = body;
-    let _ = sock::set_nodelay(fd);
+    // (TCP_NODELAY was set on every connection at its accept.)
     let _ = sock::set_send_buffer(fd, SEND_BUFFER);
     // A client that vanished acknowledges nothing: the kernel gives up a second after the stall
     // time, which wakes the watcher, and the stream ends as `client_gone`. (A second after: a

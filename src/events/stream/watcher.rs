@@ -6,18 +6,31 @@
 use std::collections::HashMap;
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, MutexGuard};
 use std::thread;
 use std::time::Duration;
 
 use super::signal::{End, Signals};
 use crate::admission::Slots;
-use crate::sock::Epoll;
+use crate::sharded::Sharded;
+use crate::sock::{self, Epoll};
 
 pub struct Watcher {
     epoll: Epoll,
-    streams: Mutex<HashMap<u64, Arc<Signals>>>,
+    /// The watched streams by key, in `SHARDS` maps (by key): thousands of streams starting and
+    /// ending at once each lock one, so that they seldom wait for each other or the watcher.
+    streams: Sharded<HashMap<u64, Watched>, SHARDS>,
     next: AtomicU64,
+}
+
+const SHARDS: usize = 32;
+
+struct Watched {
+    fd: RawFd,
+    signals: Arc<Signals>,
+    /// No event was reported yet. A socket is ready to write when it is added, so its first
+    /// event comes at once, with nothing new.
+    fresh: bool,
 }
 
 impl Watcher {
@@ -26,7 +39,7 @@ impl Watcher {
     pub fn start(stopping: Arc<AtomicBool>, open: Arc<Slots>) -> std::io::Result<Arc<Watcher>> {
         let watcher = Arc::new(Watcher {
             epoll: Epoll::new()?,
-            streams: Mutex::new(HashMap::new()),
+            streams: Sharded::default(),
             next: AtomicU64::new(1),
         });
         let w = watcher.clone();
@@ -45,30 +58,46 @@ impl Watcher {
                 thread::sleep(Duration::from_millis(100));
                 continue;
             }
-            let streams = self.lock();
             for key in &keys {
+                let mut streams = self.lock(*key);
                 // A key removed meanwhile is gone from the map: its event is dropped.
-                if let Some(signals) = streams.get(key) {
-                    signals.poke();
+                let Some(w) = streams.get_mut(key) else {
+                    continue;
+                };
+                // The first event of a socket at rest is the one its adding caused: the stream
+                // is not woken for it (in a reconnect storm that was a thread wake-up per
+                // stream). Its descriptor is open: the stream removes it from the map, under
+                // this lock, before it closes.
+                if std::mem::take(&mut w.fresh) && sock::at_rest(w.fd) {
+                    continue;
                 }
+                w.signals.poke();
             }
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, HashMap<u64, Arc<Signals>>> {
-        self.streams.lock().unwrap_or_else(|e| e.into_inner())
+    /// The map that holds `key`.
+    fn lock(&self, key: u64) -> MutexGuard<'_, HashMap<u64, Watched>> {
+        self.streams.part(key)
     }
 
     /// Watches a stream's socket. `None` if epoll refused it (the stream then notices a closed
     /// client only when a send fails).
     pub(super) fn add(&self, fd: RawFd, signals: Arc<Signals>) -> Option<u64> {
         let key = self.next.fetch_add(1, Ordering::Relaxed);
-        self.lock().insert(key, signals);
+        self.lock(key).insert(
+            key,
+            Watched {
+                fd,
+                signals,
+                fresh: true,
+            },
+        );
         match self.epoll.add(fd, key) {
             Ok(()) => Some(key),
             Err(e) => {
                 log::warn!("cannot watch a stream socket: {e}");
-                self.lock().remove(&key);
+                self.lock(key).remove(&key);
                 None
             }
         }
@@ -77,13 +106,15 @@ impl Watcher {
     /// Stops watching; must be called before the descriptor closes.
     pub(super) fn remove(&self, fd: RawFd, key: u64) {
         self.epoll.remove(fd);
-        self.lock().remove(&key);
+        self.lock(key).remove(&key);
     }
 
     /// Ends every stream (shutdown).
     pub fn end_all(&self, why: End) {
-        for signals in self.lock().values() {
-            signals.end(why);
+        for part in self.streams.parts() {
+            for w in part.values() {
+                w.signals.end(why);
+            }
         }
     }
 }

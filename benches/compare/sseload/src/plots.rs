@@ -4,7 +4,13 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use crate::report::Side;
+use crate::ladder::Outcome;
+
+/// Every round of one server (a column of the table, a line of the plots).
+pub struct Side<'a> {
+    pub name: String,
+    pub runs: Vec<&'a Outcome>,
+}
 
 pub fn write(dir: &Path, sides: &[Side], quick: bool) {
     let mode = if quick { " (QUICK ladder)" } else { "" };

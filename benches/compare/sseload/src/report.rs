@@ -7,13 +7,8 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use crate::ladder::Outcome;
+use crate::plots::Side;
 use crate::procfs::{self, Sample};
-
-/// Every round of one server.
-pub struct Side<'a> {
-    pub name: String,
-    pub runs: Vec<&'a Outcome>,
-}
 
 /// One line saying what ran where, for the table's heading.
 pub fn machine() -> String {

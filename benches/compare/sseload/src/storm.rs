@@ -1,6 +1,6 @@
 //! The storm rung: N streams opened at once on a fresh instance, as after a crash when every
 //! client of the dead instance reconnects to a survivor; the time until every one has `ready`.
-//! A few threads connect and send every request as fast as they can, then wait with `poll(2)`
+//! A few threads connect and send every request as fast as they can, then wait with `epoll(7)`
 //! for each stream's `ready`, so what is measured is the server's rate of opening streams, not
 //! the client's. Ten streams per API token, as the clients of a crashed instance would be (at
 //! most ten per user or token): one token for all would measure the per-token limit's lock, not
@@ -114,55 +114,84 @@ pub fn run(addr: SocketAddr, secrets: &[String], n: usize) -> Storm {
 }
 
 /// Reads every pending stream until its `ready`; the milliseconds (since `start`) of each.
-/// The streams stay open until all of this thread's are ready, then close together.
-fn wait_ready(mut pending: Vec<Pending>, start: Instant, failures: &mut Vec<String>) -> Vec<f64> {
+/// The streams stay open until all of this thread's are ready, then close together. One
+/// `epoll` set per thread: each wake-up costs the streams that have something to read, not all
+/// those still waiting (a `poll` over every pending stream made the client's own cost grow with
+/// how spread out the server's answers were).
+fn wait_ready(pending: Vec<Pending>, start: Instant, failures: &mut Vec<String>) -> Vec<f64> {
     let mut ready_ms = Vec::new();
+    // SAFETY: no pointers; a new descriptor or -1.
+    let ep = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
+    assert!(
+        ep >= 0,
+        "epoll_create1: {}",
+        std::io::Error::last_os_error()
+    );
+    for (i, p) in pending.iter().enumerate() {
+        let mut ev = libc::epoll_event {
+            events: libc::EPOLLIN as u32,
+            u64: i as u64,
+        };
+        // SAFETY: `ev` is a valid epoll_event for the call's duration.
+        let rc = unsafe { libc::epoll_ctl(ep, libc::EPOLL_CTL_ADD, p.s.as_raw_fd(), &mut ev) };
+        assert_eq!(rc, 0, "epoll_ctl: {}", std::io::Error::last_os_error());
+    }
+    let mut left = pending.len();
+    let mut pending: Vec<Option<Pending>> = pending.into_iter().map(Some).collect();
     let mut done: Vec<TcpStream> = Vec::new();
     let mut buf = [0u8; 4096];
-    while !pending.is_empty() && start.elapsed() < LIMIT {
-        let mut fds: Vec<libc::pollfd> = pending
-            .iter()
-            .map(|p| libc::pollfd {
-                fd: p.s.as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            })
-            .collect();
-        // SAFETY: `fds` is a valid array of pollfd for the call's duration.
-        let rc = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, 200) };
-        if rc <= 0 {
-            continue;
-        }
-        let mut keep = Vec::with_capacity(pending.len());
-        for (mut p, fd) in pending.into_iter().zip(fds) {
-            if fd.revents == 0 {
-                keep.push(p);
+    let mut events = vec![libc::epoll_event { events: 0, u64: 0 }; 256];
+    while left > 0 && start.elapsed() < LIMIT {
+        // SAFETY: `events` is a valid, writable array of its length.
+        let n = unsafe { libc::epoll_wait(ep, events.as_mut_ptr(), events.len() as i32, 200) };
+        for ev in events.iter().take(n.max(0) as usize) {
+            let i = ev.u64 as usize;
+            let Some(p) = pending[i].as_mut() else {
                 continue;
-            }
-            match p.s.read(&mut buf) {
+            };
+            let finished = match p.s.read(&mut buf) {
                 Ok(0) | Err(_) => {
                     failures.push(format!("closed before ready: {}", head(&p.got)));
-                    continue;
+                    true
                 }
-                Ok(k) => p.got.extend_from_slice(&buf[..k]),
-            }
-            if find(&p.got, b"event: ready\n").is_some() {
-                ready_ms.push(start.elapsed().as_secs_f64() * 1000.0);
+                Ok(k) => {
+                    p.got.extend_from_slice(&buf[..k]);
+                    if find(&p.got, b"event: ready\n").is_some() {
+                        ready_ms.push(start.elapsed().as_secs_f64() * 1000.0);
+                        true
+                    } else if find(&p.got, b"event: refused\n").is_some()
+                        || (p.got.len() >= 12 && !p.got.starts_with(b"HTTP/1.1 200"))
+                    {
+                        failures.push(format!("refused: {}", head(&p.got)));
+                        true
+                    } else {
+                        false
+                    }
+                }
+            };
+            if finished {
+                let p = pending[i].take().expect("pending");
+                // SAFETY: removes a descriptor this set holds; no pointer is read.
+                unsafe {
+                    libc::epoll_ctl(
+                        ep,
+                        libc::EPOLL_CTL_DEL,
+                        p.s.as_raw_fd(),
+                        std::ptr::null_mut(),
+                    )
+                };
                 done.push(p.s);
-            } else if find(&p.got, b"event: refused\n").is_some()
-                || (p.got.len() >= 12 && !p.got.starts_with(b"HTTP/1.1 200"))
-            {
-                failures.push(format!("refused: {}", head(&p.got)));
-            } else {
-                keep.push(p);
+                left -= 1;
             }
         }
-        pending = keep;
     }
-    for p in &pending {
+    for p in pending.iter().flatten() {
         failures.push(format!("no ready within {LIMIT:?}: {}", head(&p.got)));
     }
+    // SAFETY: closes the set this function created.
+    unsafe { libc::close(ep) };
     drop(done);
+    drop(pending);
     ready_ms
 }
 
