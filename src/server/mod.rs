@@ -128,6 +128,12 @@ impl Server {
         self.shared.connections.open()
     }
 
+    /// Accepted connections still waiting for their thread (the spawner makes one per
+    /// connection no waiting thread takes, in the order they were accepted).
+    pub fn waiting_for_a_thread(&self) -> usize {
+        self.shared.spares.queued()
+    }
+
     /// Stops taking requests, lets workers finish the request in hand, ends open streams, and
     /// waits (bounded) for all of it.
     pub fn shutdown(mut self, grace: Duration) {

@@ -72,6 +72,11 @@ impl Spares {
         Ok(Spares { jobs, inner })
     }
 
+    /// Jobs queued that no thread has taken yet.
+    pub fn queued(&self) -> usize {
+        self.inner.waiting.len()
+    }
+
     /// Queues `job` for a thread of its own: a waiting one, else one the spawner makes.
     pub fn run(&self, job: Job) {
         // Never fails: `inner` holds the receiving side.
