@@ -58,7 +58,11 @@ pub fn run(addr: SocketAddr, secrets: &[String], n: usize) -> Storm {
     };
     let claimed = AtomicUsize::new(0);
     let start = Instant::now();
-    let results: Vec<(Vec<f64>, Vec<String>)> = thread::scope(|scope| {
+    // Every stream stays open until the last is ready: a client thread done early would
+    // otherwise close its streams while the others still wait, and the server would spend the
+    // storm's time ending them (a stream's thread exits; a task is dropped). Clients that
+    // reconnect after a crash keep their streams.
+    let results: Vec<(Vec<f64>, Vec<String>, Vec<TcpStream>)> = thread::scope(|scope| {
         let workers: Vec<_> = (0..THREADS)
             .map(|_| {
                 scope.spawn(|| {
@@ -79,8 +83,8 @@ pub fn run(addr: SocketAddr, secrets: &[String], n: usize) -> Storm {
                             Err(e) => failures.push(e),
                         }
                     }
-                    let ready = wait_ready(pending, start, &mut failures);
-                    (ready, failures)
+                    let (ready, open) = wait_ready(pending, start, &mut failures);
+                    (ready, failures, open)
                 })
             })
             .collect();
@@ -91,10 +95,10 @@ pub fn run(addr: SocketAddr, secrets: &[String], n: usize) -> Storm {
     });
     let mut ms: Vec<f64> = results
         .iter()
-        .flat_map(|(r, _)| r.iter().copied())
+        .flat_map(|(r, _, _)| r.iter().copied())
         .collect();
     ms.sort_by(f64::total_cmp);
-    let failures: Vec<&String> = results.iter().flat_map(|(_, f)| f.iter()).collect();
+    let failures: Vec<&String> = results.iter().flat_map(|(_, f, _)| f.iter()).collect();
     let seconds = ms.last().copied().unwrap_or(0.0) / 1000.0;
     let pct = |q: f64| {
         ms.get(((ms.len() as f64 * q) as usize).min(ms.len().saturating_sub(1)))
@@ -111,14 +115,19 @@ pub fn run(addr: SocketAddr, secrets: &[String], n: usize) -> Storm {
         p99_ms: pct(0.99),
         first_failure: failures.first().map(|s| s.to_string()).unwrap_or_default(),
     }
+    // `results` drops here: every stream closes, after the measurement.
 }
 
-/// Reads every pending stream until its `ready`; the milliseconds (since `start`) of each.
-/// The streams stay open until all of this thread's are ready, then close together. One
+/// Reads every pending stream until its `ready`; the milliseconds (since `start`) of each, and
+/// the streams, still open (the caller closes them once every thread's are ready). One
 /// `epoll` set per thread: each wake-up costs the streams that have something to read, not all
 /// those still waiting (a `poll` over every pending stream made the client's own cost grow with
 /// how spread out the server's answers were).
-fn wait_ready(pending: Vec<Pending>, start: Instant, failures: &mut Vec<String>) -> Vec<f64> {
+fn wait_ready(
+    pending: Vec<Pending>,
+    start: Instant,
+    failures: &mut Vec<String>,
+) -> (Vec<f64>, Vec<TcpStream>) {
     let mut ready_ms = Vec::new();
     // SAFETY: no pointers; a new descriptor or -1.
     let ep = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
@@ -190,9 +199,8 @@ fn wait_ready(pending: Vec<Pending>, start: Instant, failures: &mut Vec<String>)
     }
     // SAFETY: closes the set this function created.
     unsafe { libc::close(ep) };
-    drop(done);
     drop(pending);
-    ready_ms
+    (ready_ms, done)
 }
 
 fn head(got: &[u8]) -> String {
