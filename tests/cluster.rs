@@ -213,7 +213,14 @@ fn three_instances_behind_haproxy_spread_streams_survive_a_crash_and_a_rolling_r
         std::thread::sleep(Duration::from_millis(500));
         assert!(
             instances[i].terminate(Duration::from_secs(15)),
-            "instance {i} exited 0"
+            "instance {i} exited 0 within 15 s of SIGTERM; its log ends: {:#?}",
+            instances[i]
+                .log()
+                .iter()
+                .rev()
+                .take(30)
+                .rev()
+                .collect::<Vec<_>>()
         );
         instances[i] = Spawned::start_on(BIN, ports[i], &[]);
         // Back in HAProxy's rotation before the next one goes.

@@ -142,6 +142,9 @@ impl Spawned {
         let deadline = Instant::now() + limit;
         while Instant::now() < deadline {
             if let Ok(Some(status)) = self.child.try_wait() {
+                if !status.success() {
+                    eprintln!("consoled on {} ended with {status}", self.addr);
+                }
                 return status.success();
             }
             std::thread::sleep(Duration::from_millis(50));
