@@ -15,7 +15,7 @@ const MAPS_PER_THREAD: u64 = 4;
 const RESERVED_MAPS: u64 = 2_000;
 /// Descriptors kept for everything but client connections (database, listener, epoll, logs),
 /// and room to accept and refuse a connection at the limit.
-const RESERVED_FDS: u64 = 256;
+pub const RESERVED_FDS: usize = 256;
 /// Connection threads kept waiting for the next connection (`server::spares`), beside the
 /// server's own threads. Enough to take a burst while more are made; each costs a stack mapping
 /// and a few KiB of touched memory.
@@ -93,7 +93,7 @@ impl Capacity {
             .min(by_memory)
             .saturating_sub(own_threads)
             .max(1);
-        let fd_budget = m.open_files.saturating_sub(RESERVED_FDS).max(2);
+        let fd_budget = m.open_files.saturating_sub(RESERVED_FDS as u64).max(2);
         // A streaming connection holds one descriptor: the descriptors bound the streams, the
         // threads bound every connection.
         let mut connections = threads.min(fd_budget) as usize;

@@ -179,6 +179,22 @@ pub fn send_now(fd: RawFd, bytes: &[u8]) -> io::Result<usize> {
     }
 }
 
+/// Grows this process's descriptor table to hold at least `slots` descriptors at once, by
+/// duplicating `fd` to the number `slots - 1` and closing the copy (the table never shrinks).
+/// The kernel otherwise doubles the table when it fills, and each doubling waits for an RCU
+/// grace period (milliseconds on a busy machine) in whichever thread opens the next descriptor:
+/// during a reconnect storm that was the accept loop, up to 80 ms per storm, while the kernel's
+/// listen queue overflowed. Fails when `slots` exceeds the open-file limit.
+pub fn reserve_descriptors(fd: RawFd, slots: usize) -> io::Result<()> {
+    let top = libc::c_int::try_from(slots.saturating_sub(1)).unwrap_or(libc::c_int::MAX);
+    // SAFETY: fcntl takes no pointers here; F_DUPFD_CLOEXEC returns a new descriptor (the
+    // lowest free one at or above `top`) that this function alone owns and closes.
+    let copy = check(unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, top) })?;
+    // SAFETY: `copy` was just made here and nothing else knows it.
+    unsafe { libc::close(copy) };
+    Ok(())
+}
+
 /// What a stream's socket says about its client, read without consuming anything.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Peer {

@@ -110,3 +110,31 @@ fn abort_stops_a_reader_that_the_peer_keeps_feeding() {
     assert!(reader.join().unwrap() < Duration::from_secs(2));
     assert!(flood.join().unwrap() < Duration::from_secs(2));
 }
+
+/// The descriptor table holds the slots asked for (`FDSize` in /proc), the reservation leaves
+/// no descriptor open, and more than the open-file limit is refused.
+#[test]
+fn reserving_descriptors_grows_the_table_once() {
+    let fd_size = || {
+        let status = std::fs::read_to_string("/proc/self/status").unwrap();
+        let line = status.lines().find(|l| l.starts_with("FDSize:")).unwrap();
+        line["FDSize:".len()..].trim().parse::<usize>().unwrap()
+    };
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: a valid, writable rlimit.
+    assert_eq!(
+        unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) },
+        0
+    );
+    let want = (limit.rlim_cur as usize).min(4096);
+    reserve_descriptors(listener.as_raw_fd(), want).unwrap();
+    assert!(fd_size() >= want, "FDSize {} < {want}", fd_size());
+    // SAFETY: F_GETFD takes no pointers; it fails on a descriptor that is not open.
+    let left = unsafe { libc::fcntl(want as libc::c_int - 1, libc::F_GETFD) };
+    assert_eq!(left, -1, "the reservation left its descriptor open");
+    assert!(reserve_descriptors(listener.as_raw_fd(), limit.rlim_cur as usize + 1).is_err());
+}

@@ -5,7 +5,7 @@
 //! gets a thread (`conn`) that parses request heads with tiny_http, reads bodies and hands complete
 //! requests to the workers (`worker`), which dispatch and respond. A stream request is handled on
 //! its connection's thread instead (`worker::handle` there, with no hand-over: it waits for its
-//! opening, not a worker); its response head written, the stream runs on that thread
+//! opening, not a worker); its response head ready, the stream runs on that thread
 //! (`conn::stream`; `events::stream` owns it: socket, outlet, hand-off and end), woken by the
 //! hub, by revocation or shutdown, and by the socket watcher when the client closes or sends
 //! again.
@@ -22,6 +22,7 @@
 
 use std::io;
 use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::fd::AsRawFd;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::thread::{self, JoinHandle};
@@ -86,6 +87,14 @@ pub fn bind(addr: SocketAddr, read_timeout: Duration) -> io::Result<TcpListener>
 impl Server {
     pub fn start(app: Arc<App>, listener: TcpListener) -> io::Result<Server> {
         let addr = listener.local_addr()?;
+        // Every descriptor the capacity allows, in the table from the start (`sock`): growing
+        // it later stalls the thread that opens the next one.
+        let capacity = &app.capacity;
+        let slots =
+            (2 * capacity.max_connections).min(capacity.fd_budget) + crate::capacity::RESERVED_FDS;
+        if let Err(e) = crate::sock::reserve_descriptors(listener.as_raw_fd(), slots) {
+            log::debug!("descriptor table not grown to {slots}: {e}");
+        }
         // Without our `accept4` the accept loop could not know a connection's socket.
         accepted::check_linked()?;
         let guard = Guard::new(Deadlines {
