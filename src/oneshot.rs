@@ -32,9 +32,16 @@ impl<T> Shared<T> {
     }
 
     fn put(&self, state: State<T>) {
-        let mut slot = self.lock();
-        slot.state = state;
-        if slot.asleep {
+        let asleep = {
+            let mut slot = self.lock();
+            slot.state = state;
+            slot.asleep
+        };
+        // Woken after the lock is free, the receiver takes it at once; woken under it, it slept
+        // again on the mutex and needed a second wake-up (two system calls on each side instead
+        // of one, 5,000 times in a reconnect storm). No wake-up is lost: the receiver marked
+        // itself asleep under the lock before it began to wait.
+        if asleep {
             self.ready.notify_one();
         }
     }
