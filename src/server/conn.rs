@@ -166,7 +166,7 @@ pub fn serve(
                 place.streaming();
                 return Some(start);
             }
-            Some(Outcome::Close) | None => return None,
+            None => return None,
         }
     }
 }
@@ -183,10 +183,11 @@ pub fn stream(start: Box<Start>, fd: RawFd, shared: &Shared) {
     sched::trim_stack();
     let Start {
         plan,
+        head,
         writer,
         chunked,
     } = *start;
-    let socket = StreamSocket::new(fd, writer, chunked);
+    let socket = StreamSocket::new(fd, head, writer, chunked);
     let app = &shared.app;
     plan.run(socket, &shared.watcher, &app.stopping, &app.metrics);
 }

@@ -51,15 +51,15 @@ pub struct Incoming {
 pub enum Outcome {
     /// Answered: the connection may carry the next request.
     Answered,
-    /// The response head of an event stream was written: run it.
+    /// An event stream: run it (its head goes out with its first event).
     Stream(Box<Start>),
-    /// The connection is no good any more (a write failed).
-    Close,
 }
 
-/// A stream whose response head has been written, ready to run on its connection's thread.
+/// A stream whose response head is ready to go, to run on its connection's thread.
 pub struct Start {
     pub plan: StreamPlan,
+    /// The response head, sent with the stream's first event (one write, not two).
+    pub head: Vec<u8>,
     /// tiny_http's writer: kept (it keeps the descriptor open) until the stream ends.
     pub writer: Box<dyn std::io::Write + Send>,
     /// HTTP/1.1: each event is one chunk. HTTP/1.0: the body ends with the connection.

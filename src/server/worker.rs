@@ -1,9 +1,8 @@
 //! The request workers: a fixed pool that takes complete requests, turns each into our
 //! `http::Request`, dispatches it, and answers. A stream request is handled the same way
 //! (`handle`) on its connection's own thread instead (`router::runs_on_its_connection`), which
-//! writes the response head and then runs the stream.
+//! then runs the stream (its response head goes out with the first event).
 
-use std::io::Write;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -67,11 +66,12 @@ pub(super) fn handle(shared: &Shared, request: Complete) -> Outcome {
     Outcome::Answered
 }
 
-/// Writes the event-stream head on the raw connection. The body is chunked, so that ending a
-/// stream (revocation, expiry, shutdown, a pipelined request) is seen by the client at once.
+/// The event-stream head, for the stream to send with its first event on the raw connection.
+/// The body is chunked, so that ending a stream (revocation, expiry, shutdown, a pipelined
+/// request) is seen by the client at once.
 fn start_stream(rq: tiny_http::Request, plan: StreamPlan) -> Outcome {
     let http10 = rq.http_version() == &tiny_http::HTTPVersion(1, 0);
-    let mut writer = rq.into_writer();
+    let writer = rq.into_writer();
     let head = format!(
         "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n\
          X-Accel-Buffering: no\r\n{}\r\n",
@@ -81,15 +81,9 @@ fn start_stream(rq: tiny_http::Request, plan: StreamPlan) -> Outcome {
             "Transfer-Encoding: chunked\r\n"
         }
     );
-    if writer
-        .write_all(head.as_bytes())
-        .and_then(|()| writer.flush())
-        .is_err()
-    {
-        return Outcome::Close;
-    }
     Outcome::Stream(Box::new(Start {
         plan,
+        head: head.into_bytes(),
         writer,
         chunked: !http10,
     }))

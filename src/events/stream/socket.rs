@@ -1,4 +1,4 @@
-//! A stream's socket, from the moment its response head is written to its end: the socket
+//! A stream's socket, from its response head (sent with the first event) to its end: the socket
 //! options, its registration with the watcher, the outlet the body writes to, the hub's direct
 //! writes on it while the thread sleeps (and what they leave unsent), and the end (the last
 //! chunk, or a reset for a client that stopped reading, then the socket's shutdown). Who may
@@ -26,11 +26,13 @@ const SEND_BUFFER: usize = 64 * 1024;
 /// How much longer than the stall time the kernel waits for acknowledgements (see `run`).
 const USER_TIMEOUT_MARGIN: Duration = Duration::from_secs(1);
 
-/// The connection a stream runs on, its response head written.
+/// The connection a stream runs on, its response head ready to send.
 pub struct StreamSocket {
-    /// The connection's socket (tiny_http's write half): everything after the head is sent on
-    /// it directly.
+    /// The connection's socket (tiny_http's write half): the head and everything after it are
+    /// sent on it directly.
     fd: RawFd,
+    /// The response head, not sent yet: it goes in the same write as the first event.
+    head: Vec<u8>,
     /// tiny_http's writer: kept (it keeps the descriptor open) and dropped at the end, which
     /// shuts the socket down.
     writer: Box<dyn Write + Send>,
@@ -39,9 +41,15 @@ pub struct StreamSocket {
 }
 
 impl StreamSocket {
-    pub fn new(fd: RawFd, writer: Box<dyn Write + Send>, chunked: bool) -> StreamSocket {
+    pub fn new(
+        fd: RawFd,
+        head: Vec<u8>,
+        writer: Box<dyn Write + Send>,
+        chunked: bool,
+    ) -> StreamSocket {
         StreamSocket {
             fd,
+            head,
             writer,
             chunked,
         }
@@ -66,6 +74,7 @@ pub fn run(
 ) -> End {
     let StreamSocket {
         fd,
+        head,
         writer,
         chunked,
     } = socket;
@@ -94,10 +103,14 @@ pub fn run(
     if timing.direct {
         signals.allow_direct(direct.clone());
     }
+    // The head waits in the outlet for the first event (`ready`): one write, and one wake-up of
+    // the client, instead of two.
+    let mut buf = head;
+    buf.reserve(256);
     let mut out = SocketOutlet {
         fd,
         chunked,
-        buf: Vec::with_capacity(256),
+        buf,
         at: 0,
         direct,
     };
