@@ -8,8 +8,10 @@ use std::fs;
 
 use crate::config::Config;
 
-/// Memory mappings one thread costs: its stack and guard page, and the signal stack Rust's
-/// runtime gives it with its own guard page (counted in `/proc/self/maps`: 4).
+/// Memory mappings one thread costs at most: its stack and guard page, and the signal stack
+/// Rust's runtime gives the threads it starts, with its own guard page (4 in `/proc/self/maps`).
+/// Connection threads have no signal stack (`server::sched::spawn`) and cost 2 (measured: 1.91
+/// per thread at 5,000 streams); the bound still counts 4.
 const MAPS_PER_THREAD: u64 = 4;
 /// Mappings kept for everything else (libraries, heap arenas, the database driver's runtime).
 const RESERVED_MAPS: u64 = 2_000;

@@ -35,7 +35,7 @@ const MAX_IDLE: usize = crate::capacity::MAX_IDLE_THREADS;
 const TICK: Duration = Duration::from_secs(1);
 
 /// A connection's work, run on a thread of its own.
-pub type Job = Box<dyn FnOnce() + Send>;
+pub use super::sched::Job;
 
 /// The queue of connections waiting for a thread, and the spawner's bell.
 pub struct Spares {
@@ -100,10 +100,8 @@ impl Inner {
             while self.idle.load(Ordering::SeqCst) < self.waiting.len() + SPARE {
                 self.idle.fetch_add(1, Ordering::SeqCst);
                 let inner = self.clone();
-                let made = thread::Builder::new()
-                    .name("conn-spare".into())
-                    .stack_size(self.stack)
-                    .spawn(move || inner.serve());
+                // Without std's signal stack (`sched::spawn`): a storm starts thousands at once.
+                let made = sched::spawn(self.stack, Box::new(move || inner.serve()));
                 if let Err(e) = made {
                     self.idle.fetch_sub(1, Ordering::SeqCst);
                     log::error!("cannot start a connection thread: {e}");
@@ -123,6 +121,7 @@ impl Inner {
     /// A connection thread's life: waiting (counted in `idle`), then a connection, and back to
     /// waiting while fewer than `MAX_IDLE` wait.
     fn serve(&self) {
+        sched::name_thread(c"conn-spare");
         loop {
             match self.waiting.recv_timeout(TICK) {
                 Ok(work) => {
