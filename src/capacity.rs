@@ -1,18 +1,19 @@
 //! How many connections and streams this process can hold without failing: derived at start from
 //! the open-file limit, `vm.max_map_count`, `kernel.threads-max`, `kernel.pid_max` and memory.
 //! Past these limits new connections and streams are refused cleanly (503 + `Retry-After`);
-//! reaching the kernel's limits instead would abort the process (a thread whose signal stack
-//! cannot be mapped aborts it) or fail in `accept`.
+//! reaching the kernel's limits instead would fail in `accept`, leave connections waiting for
+//! threads that cannot be made, or abort the process (a thread of Rust's own whose signal stack
+//! cannot be mapped aborts it).
 
 use std::fs;
 
 use crate::config::Config;
 
-/// Memory mappings one thread costs at most: its stack and guard page, and the signal stack
-/// Rust's runtime gives the threads it starts, with its own guard page (4 in `/proc/self/maps`).
-/// Connection threads have no signal stack (`server::sched::spawn`) and cost 2 (measured: 1.91
-/// per thread at 5,000 streams); the bound still counts 4.
-const MAPS_PER_THREAD: u64 = 4;
+/// Memory mappings one connection thread costs: its stack and its guard page (measured: 1.91 per
+/// thread at 5,000 streams, `/proc/<pid>/maps`). It has no signal stack (`server::sched::spawn`),
+/// the two more mappings each thread std starts has; the server's few std threads are within
+/// `RESERVED_MAPS`. At the limit `pthread_create` fails and the connection waits (nothing aborts).
+const MAPS_PER_THREAD: u64 = 2;
 /// Mappings kept for everything else (libraries, heap arenas, the database driver's runtime).
 const RESERVED_MAPS: u64 = 2_000;
 /// Descriptors kept for everything but client connections (database, listener, epoll, logs),
@@ -174,7 +175,7 @@ mod tests {
     #[test]
     fn the_map_count_bounds_threads_below_the_abort() {
         let cap = Capacity::from_machine(&HERE, 60, None, None);
-        // 4 maps per thread must stay under 65,530 with what is mapped already.
+        // 2 maps per connection thread must stay under 65,530 with what is mapped already.
         assert!(cap.max_threads as u64 * MAPS_PER_THREAD + 400 + 60 * 4 < 65_530);
         assert!(cap.max_streams >= 12_000, "{cap:?}");
         assert!(cap.max_connections <= cap.max_threads);
