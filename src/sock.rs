@@ -71,6 +71,26 @@ pub fn wait_readable(fd: RawFd, timeout: Duration) -> io::Result<bool> {
     }
 }
 
+/// Waits until one of `fds` is readable (for listeners: a connection waits on one), at most
+/// `timeout`; says which are, in the order of `fds`.
+pub fn wait_any_readable(fds: &[RawFd], timeout: Duration) -> io::Result<Vec<bool>> {
+    let mut polls: Vec<libc::pollfd> = fds
+        .iter()
+        .map(|&fd| libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
+    let ms = timeout.as_millis().min(i32::MAX as u128) as libc::c_int;
+    // SAFETY: `polls` is a valid, writable array of `polls.len()` pollfds for the call.
+    match check(unsafe { libc::poll(polls.as_mut_ptr(), polls.len() as libc::nfds_t, ms) }) {
+        Ok(_) => Ok(polls.iter().map(|p| p.revents != 0).collect()),
+        Err(e) if e.kind() == io::ErrorKind::Interrupted => Ok(vec![false; fds.len()]),
+        Err(e) => Err(e),
+    }
+}
+
 /// Waits until more than `have` bytes are queued to be read on `fd` (or the socket is shut, or
 /// fails), at most `timeout`: `poll` with the socket's low-water mark one byte past `have`, which
 /// is then put back to one byte (what every read expects). Whether the wait ended before the

@@ -1,4 +1,5 @@
-//! The accept loop: takes each connection through tiny_http, learns its socket exactly
+//! The accept loop: takes each connection, from whichever of the address's listening sockets
+//! (`listeners`) holds one, through tiny_http, learns its socket exactly
 //! (`accepted`: the descriptor tiny_http's accept returned on this thread), and queues it for a
 //! thread of its own (`spares`: a waiting one, or one the spawner makes; this loop makes none) —
 //! unless this process is at its capacity (503) or the client's address holds its share of
@@ -50,65 +51,97 @@ impl Once {
     }
 }
 
+/// Takes connections from every socket of `listeners` (all on one address: `listeners`) until
+/// the server stops.
 pub fn run(
-    listener: &TcpListener,
+    listeners: &[TcpListener],
     guard: &Arc<Guard>,
     queue: Sender<Incoming>,
     shared: &Arc<Shared>,
 ) {
-    let ssl = tiny_http::SslContextWrap::build_ssl_capabilities(None).expect("no TLS configured");
-    let lfd = listener.as_raw_fd();
-    let Ok(tl) = listener.try_clone() else {
-        log::error!("cannot clone the listening socket");
+    let fds: Vec<_> = listeners.iter().map(AsRawFd::as_raw_fd).collect();
+    let Ok(tiny) = listeners
+        .iter()
+        .map(|l| l.try_clone().map(tiny_http::Listener::from))
+        .collect::<io::Result<Vec<_>>>()
+    else {
+        log::error!("cannot clone the listening sockets");
         return;
     };
-    let tiny = Tiny {
-        listener: tiny_http::Listener::from(tl),
-        ssl,
+    let mut door = Door {
+        ssl: tiny_http::SslContextWrap::build_ssl_capabilities(None).expect("no TLS configured"),
+        guard,
+        queue,
+        shared,
+        full: Once::default(),
+        full_since: None,
+        lingering: Lingering::default(),
     };
-    let full = Once::default();
-    let mut full_since: Option<Instant> = None;
-    let mut lingering = Lingering::default();
     while !shared.app.stopping.load(Ordering::SeqCst) {
-        let wait = if lingering.is_empty() {
+        let wait = if door.lingering.is_empty() {
             Duration::from_secs(1)
         } else {
             Duration::from_millis(50)
         };
-        let readable = sock::wait_readable(lfd, wait);
-        lingering.look(&shared.connections);
-        match readable {
-            Ok(true) => {}
-            Ok(false) => continue,
+        let readable = sock::wait_any_readable(&fds, wait);
+        door.lingering.look(&shared.connections);
+        let readable = match readable {
+            Ok(readable) => readable,
             Err(e) => {
-                log::warn!("poll on the listener: {e}");
+                log::warn!("poll on the listeners: {e}");
                 thread::sleep(Duration::from_millis(50));
                 continue;
             }
+        };
+        // One connection from each socket that has one, in turn.
+        for (i, _) in readable.iter().enumerate().filter(|(_, r)| **r) {
+            door.take_one(&listeners[i], &tiny[i]);
         }
+    }
+    log::debug!("accept loop stopped");
+}
+
+/// The accept loop's state.
+struct Door<'a> {
+    ssl: tiny_http::SslContextWrap,
+    guard: &'a Arc<Guard>,
+    queue: Sender<Incoming>,
+    shared: &'a Arc<Shared>,
+    /// The capacity refusal, logged once per episode.
+    full: Once,
+    /// Since when descriptors have been short.
+    full_since: Option<Instant>,
+    /// Refused connections whose answer is still on its way.
+    lingering: Lingering,
+}
+
+impl Door<'_> {
+    /// Takes the next connection waiting on `listener` (`tiny`: tiny_http's view of it): refused
+    /// (503) when this process is full, else accepted through tiny_http (`accept_one`).
+    fn take_one(&mut self, listener: &TcpListener, tiny: &tiny_http::Listener) {
+        let shared = self.shared;
         if let Some(why) = shared.connections.full() {
             // Connections being answered hold a second descriptor until they stream or close:
             // during a burst of stream requests, descriptors come back within moments, and the
             // kernel's backlog holds the newcomers meanwhile. Refuse only when they do not.
-            let since = *full_since.get_or_insert_with(Instant::now);
+            let since = *self.full_since.get_or_insert_with(Instant::now);
             if why == Full::Descriptors && since.elapsed() < ADMISSION_WAIT {
                 thread::sleep(Duration::from_millis(5));
-                continue;
+                return;
             }
-            full.set(|| {
+            self.full.set(|| {
                 format!(
                     "at capacity ({} connections or {} descriptors): refusing new connections",
                     shared.app.capacity.max_connections, shared.app.capacity.fd_budget
                 )
             });
-            refuse_next(listener, shared, &mut lingering);
-            continue;
+            refuse_next(listener, shared, &mut self.lingering);
+            return;
         }
-        full.clear();
-        full_since = None;
-        accept_one(&tiny, guard, &queue, shared);
+        self.full.clear();
+        self.full_since = None;
+        accept_one(tiny, &self.ssl, self.guard, &self.queue, shared);
     }
-    log::debug!("accept loop stopped");
 }
 
 /// Accepts one connection ourselves (one descriptor, no thread) and refuses it with 503.
@@ -141,16 +174,16 @@ fn accept_failed(e: &io::Error) {
     }
 }
 
-/// tiny_http's view of the listening socket, through which it accepts.
-struct Tiny {
-    listener: tiny_http::Listener,
-    ssl: tiny_http::SslContextWrap,
-}
-
-fn accept_one(tiny: &Tiny, guard: &Arc<Guard>, queue: &Sender<Incoming>, shared: &Arc<Shared>) {
+fn accept_one(
+    tiny: &tiny_http::Listener,
+    ssl: &tiny_http::SslContextWrap,
+    guard: &Arc<Guard>,
+    queue: &Sender<Incoming>,
+    shared: &Arc<Shared>,
+) {
     let metrics = &shared.app.metrics;
     accepted::clear();
-    let client = match tiny_http::Server::accept_connection(&tiny.listener, &tiny.ssl) {
+    let client = match tiny_http::Server::accept_connection(tiny, ssl) {
         Ok(Some(client)) => client,
         Ok(None) => return,
         Err(e) => return accept_failed(&e),
@@ -158,7 +191,7 @@ fn accept_one(tiny: &Tiny, guard: &Arc<Guard>, queue: &Sender<Incoming>, shared:
     // The descriptor tiny_http's accept just returned on this thread: the connection's write
     // half, which it keeps open as long as the connection lives. A connection whose socket we
     // do not know (never seen: see `accepted::check_linked`) is not served.
-    let fd = accepted::take(tiny.listener.as_raw_fd())
+    let fd = accepted::take(tiny.as_raw_fd())
         .filter(|&fd| sock::set_read_timeout(fd, shared.app.config.read_timeout).is_ok());
     let Some(fd) = fd else {
         log::warn!("closed an accepted connection whose socket is not known");

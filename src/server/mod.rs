@@ -29,7 +29,6 @@ use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::bounded;
-use socket2::{Domain, Socket, Type};
 
 use crate::admission::{Connections, Shares};
 use crate::app::App;
@@ -44,6 +43,7 @@ mod exit;
 mod guard;
 mod head;
 mod linger;
+mod listeners;
 #[allow(unsafe_code)]
 mod sched;
 mod shared;
@@ -64,25 +64,7 @@ pub struct Server {
     shared: Arc<Shared>,
 }
 
-/// Listening socket with the options its accepted sockets inherit (Linux copies the time-outs
-/// into each connection): `read_timeout` is the one the server will be started with.
-pub fn bind(addr: SocketAddr, read_timeout: Duration) -> io::Result<TcpListener> {
-    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, None)?;
-    socket.set_reuse_address(true)?;
-    if addr.is_ipv6() && addr.ip().is_unspecified() {
-        // `[::]` serves IPv4 too, whatever the system's `bindv6only` default.
-        socket.set_only_v6(false)?;
-    }
-    // Inherited by accepted sockets on Linux. Write: a client that stops reading cannot hold a
-    // writer longer than this. Read: set again on each accepted socket (`accept`), so that a
-    // listener bound elsewhere serves with the configured time-out too.
-    socket.set_write_timeout(Some(Duration::from_secs(10)))?;
-    socket.set_read_timeout(Some(read_timeout))?;
-    socket.bind(&addr.into())?;
-    // A reconnect storm after a restart arrives at once; the kernel caps this at somaxconn.
-    socket.listen(4096)?;
-    Ok(socket.into())
-}
+pub use listeners::bind;
 
 impl Server {
     pub fn start(app: Arc<App>, listener: TcpListener) -> io::Result<Server> {
@@ -95,6 +77,9 @@ impl Server {
         if let Err(e) = crate::sock::reserve_descriptors(listener.as_raw_fd(), slots) {
             log::debug!("descriptor table not grown to {slots}: {e}");
         }
+        // Queues in the kernel for every connection this process can hold (`listeners`).
+        let count = listeners::count_for(capacity.max_connections);
+        let listeners = listeners::group(listener, count, app.config.read_timeout);
         // Without our `accept4` the accept loop could not know a connection's socket.
         accepted::check_linked()?;
         let guard = Guard::new(Deadlines {
@@ -115,7 +100,7 @@ impl Server {
         let accept_shared = shared.clone();
         thread::Builder::new()
             .name("accept".into())
-            .spawn(move || accept::run(&listener, &guard, tx, &accept_shared))?;
+            .spawn(move || accept::run(&listeners, &guard, tx, &accept_shared))?;
         let workers = (0..app.config.workers)
             .map(|i| {
                 let shared = shared.clone();
