@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use super::change::Change;
 use super::hub::{Hub, Scope, Subscription};
-use super::stream::{run_body, Direct, End, Outlet, Sent, Timing, READY};
+use super::stream::{run_body, Direct, End, Outlet, Sent, Timing, READY, SETTLE_AFTER};
 
 /// The body of `sub`'s stream on the calling thread.
 fn run(sub: &Subscription, timing: Timing, out: &mut dyn Outlet) -> End {
@@ -168,6 +168,67 @@ impl Outlet for Joint {
 /// A change to a stream whose thread sleeps with nothing to send is written by the hub
 /// itself; when the connection takes only part of it, the rest and every later change go
 /// through the thread, in order.
+/// An outlet that notes when the stream settled.
+struct Settling {
+    inner: Fake,
+    settled: Vec<Instant>,
+}
+
+impl Outlet for Settling {
+    fn queue(&mut self, text: &str) {
+        self.inner.queue(text);
+    }
+    fn reclaim(&mut self) {}
+    fn backlog(&self) -> usize {
+        self.inner.backlog()
+    }
+    fn send(&mut self) -> io::Result<usize> {
+        self.inner.send()
+    }
+    fn look(&self) -> Option<End> {
+        None
+    }
+    fn settle(&mut self) {
+        self.settled.push(Instant::now());
+    }
+}
+
+/// A stream settles once, `SETTLE_AFTER` after it started, even when nothing else would wake it
+/// (an idle stream whose next ping is a minute away).
+#[test]
+fn an_idle_stream_settles_once_a_second_after_it_started() {
+    let hub = Arc::new(Hub::new());
+    let sub = token_sub(&hub);
+    let signals = sub.signals.clone();
+    let started = Instant::now();
+    let runner = std::thread::spawn(move || {
+        let mut out = Settling {
+            inner: Fake {
+                queued: Vec::new(),
+                sent: Vec::new(),
+                room: usize::MAX,
+            },
+            settled: Vec::new(),
+        };
+        let timing = Timing {
+            ping: Duration::from_secs(60),
+            stall: Duration::from_secs(60),
+            direct: true,
+        };
+        run(&sub, timing, &mut out);
+        out.settled
+    });
+    std::thread::sleep(SETTLE_AFTER + Duration::from_millis(800));
+    signals.end(End::Revoked);
+    let settled = runner.join().unwrap();
+    assert_eq!(settled.len(), 1, "settled {} times", settled.len());
+    let after = settled[0] - started;
+    assert!(
+        after >= SETTLE_AFTER && after < SETTLE_AFTER + Duration::from_millis(500),
+        "settled {after:?} after the start"
+    );
+}
+
 #[test]
 fn the_hub_writes_for_an_idle_stream_and_hands_back_what_it_could_not_send() {
     let hub = Arc::new(Hub::new());

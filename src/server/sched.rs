@@ -107,10 +107,10 @@ pub fn lowest_priority() -> io::Result<()> {
 const TRIM_MARGIN: usize = 512;
 
 /// Gives back to the kernel the pages of the calling thread's stack that lie below the caller's
-/// frame: what earlier, deeper calls touched and nothing uses any more. A connection thread calls
-/// it when it becomes a stream's, which then holds (resident) only the stack it uses while it
-/// streams, not the deepest the request's handling reached. A page touched again later comes
-/// back zeroed, as a fresh stack page does.
+/// frame: what earlier, deeper calls touched and nothing uses any more. A stream's thread calls
+/// it once the stream has settled (`events::stream`, `Outlet::settle`), and then holds (resident)
+/// only the stack it uses while it streams, not the deepest the request's handling reached. A
+/// page touched again later comes back zeroed, as a fresh stack page does.
 #[inline(never)]
 pub fn trim_stack() {
     // The address of a local: this frame's place on the stack.

@@ -34,7 +34,14 @@ pub trait Outlet {
     fn look(&self) -> Option<End>;
     /// Takes what a direct write of the hub left unsent (`Direct`) in front of the queue.
     fn reclaim(&mut self);
+    /// Called once, when the stream has run for `SETTLE_AFTER`: housekeeping of the stream's
+    /// thread that can wait until a burst of openings is over.
+    fn settle(&mut self) {}
 }
+
+/// How long after its start a stream settles (`Outlet::settle`): past a reconnect storm, which
+/// opens thousands of streams within a second on a fresh instance.
+pub const SETTLE_AFTER: Duration = Duration::from_secs(1);
 
 /// The first bytes of every stream: the reconnect delay, then `ready`.
 pub const READY: &str = "retry: 3000\nevent: ready\ndata: {}\n\n";
@@ -65,12 +72,18 @@ pub(in crate::events) fn run(
 ) -> End {
     signals.attach();
     out.queue(READY);
+    let started = Instant::now();
+    let mut settled = false;
     let mut last_event = Instant::now();
     let mut last_progress = Instant::now();
     let mut resync = false;
     loop {
         if let Some(why) = signals.ended() {
             return why;
+        }
+        if !settled && started.elapsed() >= SETTLE_AFTER {
+            out.settle();
+            settled = true;
         }
         if signals.take_poke() {
             if let Some(why) = out.look() {
@@ -98,11 +111,14 @@ pub(in crate::events) fn run(
                 continue;
             }
         }
-        let until = if out.backlog() > 0 {
+        let mut until = if out.backlog() > 0 {
             last_progress + timing.stall
         } else {
             last_event + timing.ping
         };
+        if !settled {
+            until = until.min(started + SETTLE_AFTER);
+        }
         if let Some(wait) = until.checked_duration_since(Instant::now()) {
             // With nothing queued anywhere, the hub may write the next events itself.
             let idle = out.backlog() == 0 && rx.is_empty();

@@ -24,7 +24,7 @@ mod watcher;
 
 #[cfg(test)]
 pub(in crate::events) use body::run as run_body;
-pub use body::{Msg, Outlet, Timing, PING, READY, RESYNC};
+pub use body::{Msg, Outlet, Timing, PING, READY, RESYNC, SETTLE_AFTER};
 pub use signal::{Direct, End, Sent, Signals};
 pub use socket::{run, Body, StreamSocket};
 pub use watcher::Watcher;

@@ -38,6 +38,8 @@ pub struct StreamSocket {
     writer: Box<dyn Write + Send>,
     /// HTTP/1.1: each event is one chunk. HTTP/1.0: the body ends with the connection.
     chunked: bool,
+    /// The thread's housekeeping once the stream has settled (`Outlet::settle`).
+    settle: fn(),
 }
 
 impl StreamSocket {
@@ -46,12 +48,14 @@ impl StreamSocket {
         head: Vec<u8>,
         writer: Box<dyn Write + Send>,
         chunked: bool,
+        settle: fn(),
     ) -> StreamSocket {
         StreamSocket {
             fd,
             head,
             writer,
             chunked,
+            settle,
         }
     }
 }
@@ -77,6 +81,7 @@ pub fn run(
         head,
         writer,
         chunked,
+        settle,
     } = socket;
     let Body {
         rx,
@@ -112,6 +117,7 @@ pub fn run(
         chunked,
         buf,
         at: 0,
+        settle,
         direct,
     };
     let why = body::run(rx, signals, timing, &mut out);
@@ -142,6 +148,7 @@ struct SocketOutlet {
     at: usize,
     /// The hub's writer on the same socket, and what it left unsent.
     direct: Arc<SocketDirect>,
+    settle: fn(),
 }
 
 /// Frames one event of the body: a chunk (HTTP/1.1) or the bare event (HTTP/1.0).
@@ -198,6 +205,10 @@ impl Outlet for SocketOutlet {
 
     fn backlog(&self) -> usize {
         self.buf.len() - self.at
+    }
+
+    fn settle(&mut self) {
+        (self.settle)();
     }
 
     fn send(&mut self) -> std::io::Result<usize> {

@@ -130,6 +130,10 @@ pub fn run(
             format!("{n} × {rate}/s")
         };
         eprintln!("{}: {name} for {secs} s", out.server);
+        // Memory is sampled (`emit`) of streams as they are held, not as they open: consoled gives
+        // back what a stream's opening touched of its thread's stack a second after it started.
+        // The held rung below waits the same way.
+        thread::sleep(SETTLED);
         let rung = emit(
             server,
             &pollers,
@@ -168,7 +172,7 @@ pub fn run(
     let started = Instant::now();
     let (held, why) = open_until(server, &pollers, &auth, cap);
     let open_s = started.elapsed().as_secs_f64();
-    thread::sleep(Duration::from_secs(2));
+    thread::sleep(SETTLED);
     sampling.store(false, Ordering::SeqCst);
     let _ = sampler.join();
     let with_streams = procfs::sample(server.pid());
@@ -206,6 +210,10 @@ pub fn run(
     pollers.close_all();
     out
 }
+
+/// How long after the last stream opened the server's memory is sampled: past consoled's
+/// settling of a stream (one second after it starts).
+const SETTLED: Duration = Duration::from_secs(2);
 
 /// Opens streams until `pollers` hold `target` (or the first refusal or failure). Returns the
 /// number opened so far and why it stopped short.
