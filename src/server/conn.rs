@@ -175,21 +175,16 @@ pub fn serve(
 /// `serve`): the thread holds, for the stream's whole life, every stack page it touches.
 #[inline(never)]
 pub fn stream(start: Box<Start>, fd: RawFd, shared: &Shared) {
-    // Woken by the hub, a stream thread waits for the hub to finish its fan-out instead of
-    // preempting it: the woken threads then run back to back, without an interrupt each
-    // (measured: p99 and CPU per delivery both lower at 1,000 streams x 50 changes/s).
-    let _ = sched::batch_scheduling();
     let Start {
         plan,
         head,
         writer,
         chunked,
     } = *start;
-    // Once the stream has settled, the deepest the request's handling reached is given back:
-    // the stream keeps what it uses. Not at once: the `madvise` of each of 5,000 streams opened
-    // together was 6 % of a reconnect storm's time (a TLB shoot-down each, while every CPU is
-    // busy opening streams).
-    let socket = StreamSocket::new(fd, head, writer, chunked, sched::trim_stack);
+    // What a stream thread changes about itself waits until the stream has settled
+    // (`sched::settle_stream`), past a reconnect storm: done at once, the 5,000 `madvise` calls
+    // of a storm were 6 % of its time.
+    let socket = StreamSocket::new(fd, head, writer, chunked, sched::settle_stream);
     let app = &shared.app;
     plan.run(socket, &shared.watcher, &app.stopping, &app.metrics);
 }

@@ -101,6 +101,17 @@ pub fn lowest_priority() -> io::Result<()> {
     Ok(())
 }
 
+/// A stream's thread once the stream has settled (`events::stream`, `Outlet::settle`): batch
+/// scheduling, so that woken by the hub it waits for the hub to finish its fan-out instead of
+/// preempting it (the woken threads then run back to back, without an interrupt each; measured:
+/// p99 and CPU per delivery both lower at 1,000 streams x 50 changes/s), and the stack pages the
+/// request's handling touched given back (`trim_stack`). A stream that ends before it settles
+/// leaves its thread as it was, to serve the next connection.
+pub fn settle_stream() {
+    let _ = batch_scheduling();
+    trim_stack();
+}
+
 /// Below this function's frame, this much of the stack is left alone: the x86-64 red zone (128
 /// bytes) and the return address of the `madvise` call, which is a bare system call. The page
 /// that holds it is kept whole.
