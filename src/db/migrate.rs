@@ -41,6 +41,11 @@ pub const MIGRATIONS: &[(i32, &str, &str)] = &[
         "0007_open_streams_together.sql",
         include_str!("../../migrations/0007_open_streams_together.sql"),
     ),
+    (
+        8,
+        "0008_open_streams_counts.sql",
+        include_str!("../../migrations/0008_open_streams_counts.sql"),
+    ),
 ];
 
 /// An arbitrary constant naming our lock in `pg_advisory_lock`.
