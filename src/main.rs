@@ -9,6 +9,7 @@ use consoled::config::Config;
 use consoled::failure::Failure;
 
 fn main() {
+    consoled::server::heap_ahead();
     consoled::logging::init().unwrap_or_else(|e| fail(Failure::config(e)));
     let args: Vec<String> = std::env::args().skip(1).collect();
     let invocation = consoled::cli::parse(&args).unwrap_or_else(|e| fail(e.into()));

@@ -65,6 +65,7 @@ pub struct Server {
 }
 
 pub use listeners::bind;
+pub use sched::heap_ahead;
 
 impl Server {
     pub fn start(app: Arc<App>, listener: TcpListener) -> io::Result<Server> {
