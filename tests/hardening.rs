@@ -463,8 +463,18 @@ fn signups_across_a_database_outage_are_all_or_nothing() {
     assert_eq!(orphans, 0, "personal organisations without a member");
 }
 
-/// The real binary on a free port, with the given extra environment.
+/// The real binary on a free port, with the given extra environment. A port another test's
+/// server took first (both found it free) is given up for another (`listens_on`).
 fn spawn_binary(extra: &[(&str, &str)]) -> (Child, SocketAddr) {
+    for _ in 0..5 {
+        if let Some(spawned) = try_spawn_binary(extra) {
+            return spawned;
+        }
+    }
+    panic!("the binary never got a port of its own");
+}
+
+fn try_spawn_binary(extra: &[(&str, &str)]) -> Option<(Child, SocketAddr)> {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -482,10 +492,14 @@ fn spawn_binary(extra: &[(&str, &str)]) -> (Child, SocketAddr) {
     for (k, v) in extra {
         cmd.env(k, v);
     }
-    let child = cmd.spawn().unwrap();
+    let mut child = cmd.spawn().unwrap();
     let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
     let start = Instant::now();
-    while TcpStream::connect(addr).is_err() {
+    while !listens_on(child.id(), port) || TcpStream::connect(addr).is_err() {
+        if child.try_wait().unwrap().is_some() {
+            // It could not bind the port (another server holds it): try another.
+            return None;
+        }
         assert!(
             start.elapsed() < Duration::from_secs(30),
             "server did not start"
@@ -493,7 +507,7 @@ fn spawn_binary(extra: &[(&str, &str)]) -> (Child, SocketAddr) {
         thread::sleep(Duration::from_millis(50));
     }
     std::mem::forget(mail); // the directory outlives this function; it is tiny
-    (child, addr)
+    Some((child, addr))
 }
 
 fn wait_exit(child: &mut Child, limit: Duration) -> Option<std::process::ExitStatus> {

@@ -68,7 +68,9 @@ impl Spawned {
 
     fn wait_healthy(&self) {
         let deadline = Instant::now() + Duration::from_secs(30);
-        while std::net::TcpStream::connect(self.addr).is_err()
+        // Our child's socket, not another test's server that took the port first.
+        while !super::listens_on(self.child.id(), self.addr.port())
+            || std::net::TcpStream::connect(self.addr).is_err()
             || super::raw_request(self.addr, "GET", "/healthz", &[], b"").status != 200
         {
             assert!(

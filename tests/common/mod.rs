@@ -605,3 +605,31 @@ pub fn db_target() -> String {
         format!("{hostport}:5432")
     }
 }
+
+/// Whether process `pid` holds a socket listening on TCP `port`. A port found free and then
+/// given to a child process may be taken by another test's server meanwhile (both probed the
+/// same free port; the second child then cannot bind it), and connections to the port would
+/// reach that other server: a child counts as serving only once this holds.
+pub fn listens_on(pid: u32, port: u16) -> bool {
+    let suffix = format!(":{port:04X}");
+    let inodes: Vec<String> = ["/proc/net/tcp", "/proc/net/tcp6"]
+        .iter()
+        .filter_map(|table| std::fs::read_to_string(table).ok())
+        .flat_map(|table| {
+            table
+                .lines()
+                .skip(1)
+                .filter_map(|l| {
+                    let f: Vec<&str> = l.split_whitespace().collect();
+                    (f.len() > 9 && f[3] == "0A" && f[1].ends_with(&suffix))
+                        .then(|| format!("socket:[{}]", f[9]))
+                })
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    std::fs::read_dir(format!("/proc/{pid}/fd")).is_ok_and(|fds| {
+        fds.filter_map(Result::ok)
+            .filter_map(|fd| std::fs::read_link(fd.path()).ok())
+            .any(|target| inodes.iter().any(|i| target.as_os_str() == i.as_str()))
+    })
+}
