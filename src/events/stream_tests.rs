@@ -14,11 +14,23 @@ fn run(sub: &Subscription, timing: Timing, out: &mut dyn Outlet) -> End {
     run_body(&sub.rx, &sub.signals, timing, out)
 }
 
-/// An outlet that takes `room` bytes, then nothing.
+/// An outlet that takes `room` bytes, then nothing, and notes when the stream settled.
 struct Fake {
     queued: Vec<u8>,
     sent: Vec<u8>,
     room: usize,
+    settled: Vec<Instant>,
+}
+
+impl Fake {
+    fn with_room(room: usize) -> Fake {
+        Fake {
+            queued: Vec::new(),
+            sent: Vec::new(),
+            room,
+            settled: Vec::new(),
+        }
+    }
 }
 
 impl Outlet for Fake {
@@ -37,6 +49,9 @@ impl Outlet for Fake {
     }
     fn look(&self) -> Option<End> {
         None
+    }
+    fn settle(&mut self) {
+        self.settled.push(Instant::now());
     }
 }
 
@@ -62,11 +77,7 @@ fn change(id: i64) -> Change {
 fn a_stream_that_cannot_send_ends_after_the_stall_time() {
     let hub = Arc::new(Hub::new());
     let sub = token_sub(&hub);
-    let mut out = Fake {
-        queued: Vec::new(),
-        sent: Vec::new(),
-        room: 5,
-    };
+    let mut out = Fake::with_room(5);
     let timing = Timing {
         ping: Duration::from_millis(20),
         stall: Duration::from_millis(300),
@@ -84,11 +95,7 @@ fn an_end_signal_wakes_a_waiting_stream_at_once() {
     let sub = token_sub(&hub);
     let signals = sub.signals.clone();
     let runner = std::thread::spawn(move || {
-        let mut out = Fake {
-            queued: Vec::new(),
-            sent: Vec::new(),
-            room: usize::MAX,
-        };
+        let mut out = Fake::with_room(usize::MAX);
         let timing = Timing {
             ping: Duration::from_secs(60),
             stall: Duration::from_secs(60),
@@ -165,34 +172,6 @@ impl Outlet for Joint {
     }
 }
 
-/// A change to a stream whose thread sleeps with nothing to send is written by the hub
-/// itself; when the connection takes only part of it, the rest and every later change go
-/// through the thread, in order.
-/// An outlet that notes when the stream settled.
-struct Settling {
-    inner: Fake,
-    settled: Vec<Instant>,
-}
-
-impl Outlet for Settling {
-    fn queue(&mut self, text: &str) {
-        self.inner.queue(text);
-    }
-    fn reclaim(&mut self) {}
-    fn backlog(&self) -> usize {
-        self.inner.backlog()
-    }
-    fn send(&mut self) -> io::Result<usize> {
-        self.inner.send()
-    }
-    fn look(&self) -> Option<End> {
-        None
-    }
-    fn settle(&mut self) {
-        self.settled.push(Instant::now());
-    }
-}
-
 /// A stream settles once, `SETTLE_AFTER` after it started, even when nothing else would wake it
 /// (an idle stream whose next ping is a minute away).
 #[test]
@@ -202,14 +181,7 @@ fn an_idle_stream_settles_once_a_second_after_it_started() {
     let signals = sub.signals.clone();
     let started = Instant::now();
     let runner = std::thread::spawn(move || {
-        let mut out = Settling {
-            inner: Fake {
-                queued: Vec::new(),
-                sent: Vec::new(),
-                room: usize::MAX,
-            },
-            settled: Vec::new(),
-        };
+        let mut out = Fake::with_room(usize::MAX);
         let timing = Timing {
             ping: Duration::from_secs(60),
             stall: Duration::from_secs(60),
@@ -229,6 +201,9 @@ fn an_idle_stream_settles_once_a_second_after_it_started() {
     );
 }
 
+/// A change to a stream whose thread sleeps with nothing to send is written by the hub
+/// itself; when the connection takes only part of it, the rest and every later change go
+/// through the thread, in order.
 #[test]
 fn the_hub_writes_for_an_idle_stream_and_hands_back_what_it_could_not_send() {
     let hub = Arc::new(Hub::new());
@@ -240,11 +215,7 @@ fn the_hub_writes_for_an_idle_stream_and_hands_back_what_it_could_not_send() {
     });
     signals.allow_direct(direct.clone());
     let joint = Joint {
-        fake: Fake {
-            queued: Vec::new(),
-            sent: Vec::new(),
-            room: usize::MAX,
-        },
+        fake: Fake::with_room(usize::MAX),
         direct: direct.clone(),
     };
     let runner = std::thread::spawn(move || {
