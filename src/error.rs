@@ -15,6 +15,7 @@ pub enum Code {
     MfaRequired,
     CsrfInvalid,
     ReauthRequired,
+    Forbidden,
     NotFound,
     MethodNotAllowed,
     EmailTaken,
@@ -39,6 +40,7 @@ impl Code {
             Code::MfaRequired => "mfa_required",
             Code::CsrfInvalid => "csrf_invalid",
             Code::ReauthRequired => "reauth_required",
+            Code::Forbidden => "forbidden",
             Code::NotFound => "not_found",
             Code::MethodNotAllowed => "method_not_allowed",
             Code::EmailTaken => "email_taken",
@@ -60,7 +62,7 @@ impl Code {
             | Code::InvalidCredentials
             | Code::InvalidCode
             | Code::MfaRequired => 401,
-            Code::CsrfInvalid | Code::ReauthRequired => 403,
+            Code::CsrfInvalid | Code::ReauthRequired | Code::Forbidden => 403,
             Code::NotFound => 404,
             Code::MethodNotAllowed => 405,
             Code::EmailTaken => 409,
@@ -86,6 +88,7 @@ impl Code {
             Code::ReauthRequired => {
                 "Confirm it is you: send your current password, or sign in again."
             }
+            Code::Forbidden => "Your role in this organization does not allow this.",
             Code::NotFound => "Not found.",
             Code::MethodNotAllowed => "Method not allowed.",
             Code::EmailTaken => "An account with this email address exists already.",

@@ -2,6 +2,7 @@
 //! thread-per-connection server on tiny_http and PostgreSQL.
 #![deny(unsafe_code)]
 
+pub mod access;
 pub mod admission;
 pub mod app;
 pub mod auth;

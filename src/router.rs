@@ -233,9 +233,16 @@ pub fn screen(app: &App, req: &Request) -> Option<(&'static str, ApiError)> {
     screen(app, req).err().map(|e| (route.name, e))
 }
 
-/// Rules every POST and DELETE under /auth obeys before its handler runs.
+/// Whether a request may change state: every method but GET, HEAD and OPTIONS.
+pub fn changes_state(method: Method) -> bool {
+    !matches!(method, Method::Get | Method::Head | Method::Options)
+}
+
+/// Rules every request that changes state under /auth or /v1 obeys before its handler runs:
+/// CSRF and `Origin` (the console's own requests carry the session cookie), then the media type.
 fn guard(app: &App, req: &Request) -> ApiResult<()> {
-    if matches!(req.method, Method::Post | Method::Delete) && req.path.starts_with("/auth/") {
+    let ours = req.path.starts_with("/auth/") || req.path.starts_with("/v1/");
+    if changes_state(req.method) && ours {
         let session = auth::session_token(req);
         let ended = || {
             session
