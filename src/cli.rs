@@ -1,5 +1,6 @@
 //! Command line: `serve` (default), `migrate`, `project create`, `token create|list|revoke`,
-//! `keys generate|rotate`, `mfa reset`, `emit`, `--version`. Every command reads DATABASE_URL and
+//! `keys generate|rotate`, `mfa reset`, `user find|show|disable|enable|signout|delete`, `emit`,
+//! `--version`. Every command reads DATABASE_URL and
 //! prints JSON on stdout. The arguments are checked (and `--help`, `--version` answered) before the
 //! configuration is read, so a typo never waits on a database. Only `serve` and `migrate` change
 //! the schema: the other commands refuse a database whose migrations are behind this binary, so
@@ -8,6 +9,7 @@
 
 mod commands;
 mod keys;
+mod users;
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -101,6 +103,12 @@ pub fn run(
         ["token", "revoke"] => token_revoke(config, flags),
         ["keys", "rotate"] => keys::rotate(config),
         ["mfa", "reset"] => keys::mfa_reset(config, flags),
+        ["user", "find"] => users::find(config, flags),
+        ["user", "show"] => users::show(config, flags),
+        ["user", "disable"] => users::set_disabled(config, flags, true),
+        ["user", "enable"] => users::set_disabled(config, flags, false),
+        ["user", "signout"] => users::signout(config, flags),
+        ["user", "delete"] => users::delete(config, flags),
         ["emit"] => emit(config, flags),
         _ => Err(unknown_command(command.words).into()),
     }

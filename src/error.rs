@@ -16,9 +16,11 @@ pub enum Code {
     CsrfInvalid,
     ReauthRequired,
     Forbidden,
+    AccountDisabled,
     NotFound,
     MethodNotAllowed,
     EmailTaken,
+    LastOwner,
     PayloadTooLarge,
     UnsupportedMediaType,
     HeaderTooLarge,
@@ -41,9 +43,11 @@ impl Code {
             Code::CsrfInvalid => "csrf_invalid",
             Code::ReauthRequired => "reauth_required",
             Code::Forbidden => "forbidden",
+            Code::AccountDisabled => "account_disabled",
             Code::NotFound => "not_found",
             Code::MethodNotAllowed => "method_not_allowed",
             Code::EmailTaken => "email_taken",
+            Code::LastOwner => "last_owner",
             Code::PayloadTooLarge => "payload_too_large",
             Code::UnsupportedMediaType => "unsupported_media_type",
             Code::HeaderTooLarge => "header_too_large",
@@ -63,9 +67,10 @@ impl Code {
             | Code::InvalidCode
             | Code::MfaRequired => 401,
             Code::CsrfInvalid | Code::ReauthRequired | Code::Forbidden => 403,
+            Code::AccountDisabled => 403,
             Code::NotFound => 404,
             Code::MethodNotAllowed => 405,
-            Code::EmailTaken => 409,
+            Code::EmailTaken | Code::LastOwner => 409,
             Code::PayloadTooLarge => 413,
             Code::UnsupportedMediaType => 415,
             Code::HeaderTooLarge => 431,
@@ -89,9 +94,14 @@ impl Code {
                 "Confirm it is you: send your current password, or sign in again."
             }
             Code::Forbidden => "Your role in this organization does not allow this.",
+            Code::AccountDisabled => "This account is disabled; ask the console's operator.",
             Code::NotFound => "Not found.",
             Code::MethodNotAllowed => "Method not allowed.",
             Code::EmailTaken => "An account with this email address exists already.",
+            Code::LastOwner => {
+                "You are the last owner of a team organization: make another member an owner, \
+                 or close it, first."
+            }
             Code::PayloadTooLarge => "The request body is larger than 64 KiB.",
             Code::UnsupportedMediaType => "The request body must be application/json.",
             Code::HeaderTooLarge => "The request head is too large.",

@@ -21,6 +21,7 @@ pub enum Kind {
     VerifyMailsPerMinute,
     VerifyMailsPerDay,
     WrongCodesPerUser,
+    EmailChangesPerUser,
 }
 
 /// The fixed facts of a kind: key prefix, default limit, window, setting, what it counts.
@@ -37,7 +38,7 @@ const fn mins(n: u64) -> Duration {
 }
 
 impl Kind {
-    pub const ALL: [Kind; 11] = [
+    pub const ALL: [Kind; 12] = [
         Kind::LoginFailuresPerClient,
         Kind::LoginFailuresPerAccountAndClient,
         Kind::LoginFailuresPerAccount,
@@ -49,6 +50,7 @@ impl Kind {
         Kind::VerifyMailsPerMinute,
         Kind::VerifyMailsPerDay,
         Kind::WrongCodesPerUser,
+        Kind::EmailChangesPerUser,
     ];
 
     pub const fn rule(self) -> Rule {
@@ -135,6 +137,15 @@ impl Kind {
                 None,
                 "wrong second-factor codes per user (TOTP and recovery codes)",
             ),
+            // Each request mails an address the user chose: a cap keeps an account from being
+            // a way to mail strangers.
+            Kind::EmailChangesPerUser => (
+                "email-change",
+                5,
+                mins(24 * 60),
+                None,
+                "email-change requests per user (each mails the new address)",
+            ),
         };
         Rule {
             prefix,
@@ -205,6 +216,7 @@ pub enum Bucket<'a> {
     VerifyMailsPerMinute(i64),
     VerifyMailsPerDay(i64),
     WrongCodes(i64),
+    EmailChanges(i64),
 }
 
 impl Bucket<'_> {
@@ -220,6 +232,7 @@ impl Bucket<'_> {
             Bucket::VerifyMailsPerMinute(_) => Kind::VerifyMailsPerMinute,
             Bucket::VerifyMailsPerDay(_) => Kind::VerifyMailsPerDay,
             Bucket::WrongCodes(_) => Kind::WrongCodesPerUser,
+            Bucket::EmailChanges(_) => Kind::EmailChangesPerUser,
         }
     }
 
@@ -238,7 +251,8 @@ impl Bucket<'_> {
             Bucket::LoginAccount(email) => format!("{prefix}:{}", email.as_str()),
             Bucket::VerifyMailsPerMinute(user)
             | Bucket::VerifyMailsPerDay(user)
-            | Bucket::WrongCodes(user) => format!("{prefix}:{user}"),
+            | Bucket::WrongCodes(user)
+            | Bucket::EmailChanges(user) => format!("{prefix}:{user}"),
         }
     }
 
@@ -255,6 +269,24 @@ pub fn account_keys(email: &Email) -> (String, String) {
         Bucket::LoginAccount(email).key(),
         format!("{prefix}:{}:", email.as_str()),
     )
+}
+
+/// Every bucket that counts what one account did or had done to it, as (exact keys, key
+/// prefixes): what its export shows and its deletion forgets. The per-client buckets of its
+/// address are prefixes (the address first); buckets of a client address alone are not the
+/// account's.
+pub fn keys_of_account(email: &Email, user_id: i64) -> (Vec<String>, Vec<String>) {
+    let (own, per_client) = account_keys(email);
+    let exact = vec![
+        own,
+        Bucket::VerifyMailsPerMinute(user_id).key(),
+        Bucket::VerifyMailsPerDay(user_id).key(),
+        Bucket::WrongCodes(user_id).key(),
+        Bucket::EmailChanges(user_id).key(),
+    ];
+    let reset = Kind::ResetMailsPerAddressAndClient.rule().prefix;
+    let prefixes = vec![per_client, format!("{reset}:{}:", email.as_str())];
+    (exact, prefixes)
 }
 
 /// The README's table of limits.

@@ -51,7 +51,7 @@ impl Route {
     }
 }
 
-use Method::{Delete, Get, Post};
+use Method::{Delete, Get, Patch, Post};
 
 pub static ROUTES: &[Route] = &[
     route(Get, "/", "demo", demo::index),
@@ -142,6 +142,39 @@ pub static ROUTES: &[Route] = &[
         "session_end",
         auth::own_sessions::delete_one,
     ),
+    // The account's whole life (issue 32): profile, address, export, deletion; the mailed link
+    // of an address change opens the demo as the other mails' links do.
+    route(
+        Patch,
+        "/auth/account",
+        "account_update",
+        auth::account::patch,
+    ),
+    route(
+        Delete,
+        "/auth/account",
+        "account_delete",
+        auth::account::delete,
+    ),
+    route(
+        Get,
+        "/auth/account/export",
+        "account_export",
+        auth::account::export,
+    ),
+    route(
+        Post,
+        "/auth/account/email",
+        "email_change",
+        auth::email_change::request,
+    ),
+    route(
+        Post,
+        "/auth/account/email/confirm",
+        "email_change_confirm",
+        auth::email_change::confirm,
+    ),
+    route(Get, "/change-email", "demo_change_email", demo::index),
     route(Get, STREAM_PATH, "events", subscribe::get),
     route(Get, "/healthz", "healthz", ops::healthz),
     route(Get, "/readyz", "readyz", ops::readyz),

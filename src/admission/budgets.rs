@@ -111,6 +111,9 @@ fn refusal(kind: Kind, wait: u64) -> Refusal {
             Some("A verification mail was sent recently; try again later.")
         }
         Kind::WrongCodesPerUser => Some("Too many wrong codes; try again later."),
+        Kind::EmailChangesPerUser => {
+            Some("Too many address changes were asked for today; try again tomorrow.")
+        }
         // Provider sign-in starts get the generic message; a reset mail past its cap is
         // dropped silently, never refused.
         Kind::OAuthStartsPerClient

@@ -1,6 +1,7 @@
 //! The database: connection settings, the r2d2 pool, migrations, and one module per table.
 
 pub mod devices;
+pub mod export;
 pub mod health;
 pub mod identities;
 pub mod leases;

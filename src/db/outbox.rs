@@ -25,15 +25,42 @@ pub fn enqueue_for_address(
     insert(c, kind, None, recipient)
 }
 
+/// Queues a mail that reports a change with its facts (`details`: the client of the change, a new
+/// address; never a secret; the time is added), to a user, or to an address alone (`user_id` `None`:
+/// the mail outlives the account, as the one telling that the account was deleted).
+pub fn enqueue_with_details(
+    c: &mut impl Sql,
+    kind: &str,
+    user_id: Option<i64>,
+    recipient: &str,
+    details: &serde_json::Value,
+) -> Result<i64, postgres::Error> {
+    insert_row(c, kind, user_id, recipient, Some(details.to_string()))
+}
+
 fn insert(
     c: &mut impl Sql,
     kind: &str,
     user_id: Option<i64>,
     recipient: &str,
 ) -> Result<i64, postgres::Error> {
+    insert_row(c, kind, user_id, recipient, None)
+}
+
+fn insert_row(
+    c: &mut impl Sql,
+    kind: &str,
+    user_id: Option<i64>,
+    recipient: &str,
+    details: Option<String>,
+) -> Result<i64, postgres::Error> {
     let row = c.query_one(
-        "INSERT INTO outbox (kind, user_id, recipient) VALUES ($1, $2, $3) RETURNING id",
-        &[&kind, &user_id, &recipient],
+        // The facts get the time of the change: this transaction's.
+        "INSERT INTO outbox (kind, user_id, recipient, details)
+         VALUES ($1, $2, $3, ($4::text)::jsonb || jsonb_build_object('at',
+                 to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')))
+         RETURNING id",
+        &[&kind, &user_id, &recipient, &details],
     )?;
     // Wakes the sender thread of every instance; the payload is only the row id.
     c.execute(
@@ -51,13 +78,15 @@ pub struct Due {
     pub user_id: Option<i64>,
     pub recipient: String,
     pub attempts: i32,
+    /// The facts the mail reports (`enqueue_with_details`), as JSON.
+    pub details: Option<serde_json::Value>,
 }
 
 /// Claims the oldest due row for the caller's transaction. Rows another instance is sending are
 /// skipped, never waited for, so no row is sent twice and no sender blocks another.
 pub fn claim_due(c: &mut impl Sql) -> Result<Option<Due>, postgres::Error> {
     let row = c.query_opt(
-        "SELECT id, kind, user_id, recipient, attempts FROM outbox
+        "SELECT id, kind, user_id, recipient, attempts, details::text FROM outbox
           WHERE next_attempt_at <= now()
           ORDER BY next_attempt_at, id
           LIMIT 1 FOR UPDATE SKIP LOCKED",
@@ -69,6 +98,9 @@ pub fn claim_due(c: &mut impl Sql) -> Result<Option<Due>, postgres::Error> {
         user_id: r.get(2),
         recipient: r.get(3),
         attempts: r.get(4),
+        details: r
+            .get::<_, Option<String>>(5)
+            .and_then(|d| serde_json::from_str(&d).ok()),
     }))
 }
 

@@ -1,5 +1,7 @@
 //! Table `api_tokens`: a token belongs to one project; the secret is shown once and stored hashed.
-//! Revoking a token ends its open streams on every instance (trigger).
+//! Revoking a token ends its open streams on every instance (trigger). A token whose maker is
+//! disabled is refused like a revoked one while the maker stays disabled
+//! (`consoled_token_creator_disabled`, migration 0012).
 
 use super::Sql;
 
@@ -29,14 +31,15 @@ pub fn create(
     Ok((row.get(0), secret))
 }
 
-/// The live token for a secret, noting its use (`last_used_at`, to the minute: at most one
+/// The live token for a secret (not revoked, its maker not disabled), noting its use (`last_used_at`, to the minute: at most one
 /// write a minute per token, however many streams it opens).
 pub fn find(c: &mut impl Sql, secret: &str) -> Result<Option<ApiToken>, postgres::Error> {
     let row = c.query_opt(
         "WITH t AS (
              SELECT t.id, t.project_id, p.org_id, t.last_used_at
                FROM api_tokens t JOIN projects p ON p.id = t.project_id
-              WHERE t.token_hash = $1 AND t.revoked_at IS NULL),
+              WHERE t.token_hash = $1 AND t.revoked_at IS NULL
+                AND NOT consoled_token_creator_disabled(t.created_by)),
          used AS (
              UPDATE api_tokens a SET last_used_at = now() FROM t
               WHERE a.id = t.id
@@ -53,7 +56,8 @@ pub fn find(c: &mut impl Sql, secret: &str) -> Result<Option<ApiToken>, postgres
 
 pub fn is_live(c: &mut impl Sql, id: i64) -> Result<bool, postgres::Error> {
     Ok(c.query_opt(
-        "SELECT 1 FROM api_tokens WHERE id = $1 AND revoked_at IS NULL",
+        "SELECT 1 FROM api_tokens
+          WHERE id = $1 AND revoked_at IS NULL AND NOT consoled_token_creator_disabled(created_by)",
         &[&id],
     )?
     .is_some())

@@ -31,10 +31,11 @@ pub fn live_sessions(c: &mut impl Sql, ids: &[i64]) -> Result<Vec<i64>, postgres
     Ok(rows.iter().map(|r| r.get(0)).collect())
 }
 
-/// The given API tokens that exist and are not revoked.
+/// The given API tokens that exist, are not revoked and whose maker is not disabled.
 pub fn live_tokens(c: &mut impl Sql, ids: &[i64]) -> Result<Vec<i64>, postgres::Error> {
     let rows = c.query(
-        "SELECT id FROM api_tokens WHERE id = ANY($1) AND revoked_at IS NULL",
+        "SELECT id FROM api_tokens
+          WHERE id = ANY($1) AND revoked_at IS NULL AND NOT consoled_token_creator_disabled(created_by)",
         &[&ids],
     )?;
     Ok(rows.iter().map(|r| r.get(0)).collect())

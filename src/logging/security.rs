@@ -36,6 +36,16 @@ pub enum Event {
     MfaEnabled,
     MfaDisabled,
     RecoveryCodesReplaced,
+    // The account's life (issue 32): the user's own changes, and the operator's.
+    SigninRefused,
+    ProfileChanged,
+    EmailChangeRequested,
+    EmailChanged,
+    AccountExported,
+    AccountDeleted,
+    AccountDisabled,
+    AccountEnabled,
+    SignedOutEverywhere,
 }
 
 impl Event {
@@ -60,6 +70,15 @@ impl Event {
             Event::MfaEnabled => "mfa_enabled",
             Event::MfaDisabled => "mfa_disabled",
             Event::RecoveryCodesReplaced => "recovery_codes_replaced",
+            Event::SigninRefused => "signin_refused",
+            Event::ProfileChanged => "profile_changed",
+            Event::EmailChangeRequested => "email_change_requested",
+            Event::EmailChanged => "email_changed",
+            Event::AccountExported => "account_exported",
+            Event::AccountDeleted => "account_deleted",
+            Event::AccountDisabled => "account_disabled",
+            Event::AccountEnabled => "account_enabled",
+            Event::SignedOutEverywhere => "signed_out_everywhere",
         }
     }
 
@@ -84,6 +103,15 @@ impl Event {
             Event::MfaEnabled => "second factor enabled",
             Event::MfaDisabled => "second factor disabled",
             Event::RecoveryCodesReplaced => "recovery codes replaced",
+            Event::SigninRefused => "sign-in refused (account disabled)",
+            Event::ProfileChanged => "profile changed",
+            Event::EmailChangeRequested => "email change requested",
+            Event::EmailChanged => "email address changed",
+            Event::AccountExported => "account data exported",
+            Event::AccountDeleted => "account deleted",
+            Event::AccountDisabled => "account disabled",
+            Event::AccountEnabled => "account enabled",
+            Event::SignedOutEverywhere => "signed out everywhere",
         }
     }
 
@@ -94,7 +122,8 @@ impl Event {
             | Event::SecondFactorFailed
             | Event::ProviderSigninFailed
             | Event::PasswordChangeRefused
-            | Event::ReauthFailed => Level::Warn,
+            | Event::ReauthFailed
+            | Event::SigninRefused => Level::Warn,
             _ => Level::Info,
         }
     }
@@ -141,6 +170,15 @@ mod tests {
             Event::MfaEnabled,
             Event::MfaDisabled,
             Event::RecoveryCodesReplaced,
+            Event::SigninRefused,
+            Event::ProfileChanged,
+            Event::EmailChangeRequested,
+            Event::EmailChanged,
+            Event::AccountExported,
+            Event::AccountDeleted,
+            Event::AccountDisabled,
+            Event::AccountEnabled,
+            Event::SignedOutEverywhere,
         ];
         let mut names: Vec<&str> = all.iter().map(|e| e.name()).collect();
         names.sort();

@@ -103,8 +103,8 @@ fn pause(app: &App, d: Duration) {
 
 enum Outcome {
     Sent,
-    /// Nothing to send: an address verified in the meantime, or a reset for an address that
-    /// has no account.
+    /// Nothing to send: an address verified in the meantime, a reset for an address that has
+    /// no account or a disabled one, an email change made or void meanwhile.
     Obsolete,
     Failed(SendError),
 }
@@ -146,7 +146,11 @@ fn attempt(
     };
     let obsolete = match due.kind.as_str() {
         "verify_email" => user.as_ref().is_none_or(|u| u.email_verified),
-        "password_reset" => user.is_none(),
+        // A disabled account gets no link that could lead back in.
+        "password_reset" => user.as_ref().is_none_or(|u| u.disabled_at.is_some()),
+        "email_change" => user
+            .as_ref()
+            .is_none_or(|u| u.disabled_at.is_some() || u.email == due.recipient),
         _ => false,
     };
     if obsolete {
@@ -166,7 +170,8 @@ fn attempt(
     // Local development (`make run`): the link, token included, so that nobody decodes a
     // quoted-printable `.eml` by eye. Config refuses this setting together with SMTP.
     let dev_link = link.clone().filter(|_| app.config.mail_log_links);
-    let Some(mail) = template(&due.kind, &app.config.console_url, link) else {
+    let console = &app.config.console_url;
+    let Some(mail) = template(&due.kind, console, link, due.details.as_ref()) else {
         // Perhaps a newer instance's kind: leave the row for it, with backoff.
         return Ok(Outcome::Failed(SendError::transient(format!(
             "unknown mail kind {:?}",

@@ -8,20 +8,39 @@ pub(super) struct Mail {
     pub(super) intro: &'static str,
     pub(super) link: String,
     pub(super) outro: &'static str,
+    /// Lines of facts after the intro (the time and client of a change), for the kinds that
+    /// report one (`notices`).
+    pub(super) facts: Vec<String>,
 }
 
 impl Mail {
     pub(super) fn text(&self) -> String {
+        let facts: String = self.facts.iter().map(|f| format!("{f}\n")).collect();
+        let facts = if facts.is_empty() {
+            facts
+        } else {
+            format!("{facts}\n")
+        };
         format!(
-            "Hello,\n\n{}\n\n{}\n\n{}\n",
+            "Hello,\n\n{}\n\n{facts}{}\n\n{}\n",
             self.intro, self.link, self.outro
         )
     }
 
     pub(super) fn html(&self) -> String {
         let link = html_escape(&self.link);
+        let facts: String = self
+            .facts
+            .iter()
+            .map(|f| format!("<li>{}</li>", html_escape(f)))
+            .collect();
+        let facts = if facts.is_empty() {
+            facts
+        } else {
+            format!("<ul>{facts}</ul>\n")
+        };
         format!(
-            "<!DOCTYPE html>\n<html><body>\n<p>Hello,</p>\n<p>{}</p>\n<p><a href=\"{link}\">{link}</a></p>\n<p>{}</p>\n</body></html>\n",
+            "<!DOCTYPE html>\n<html><body>\n<p>Hello,</p>\n<p>{}</p>\n{facts}<p><a href=\"{link}\">{link}</a></p>\n<p>{}</p>\n</body></html>\n",
             html_escape(self.intro),
             html_escape(self.outro)
         )
@@ -40,12 +59,18 @@ pub(super) fn token_kind(kind: &str) -> Option<(Purpose, &'static str)> {
     match kind {
         "verify_email" => Some((Purpose::VerifyEmail, "verify-email")),
         "password_reset" => Some((Purpose::PasswordReset, "reset-password")),
+        "email_change" => Some((Purpose::EmailChange, "change-email")),
         _ => None,
     }
 }
 
 /// The mail of an outbox kind; `link` is the token link for kinds that have one.
-pub(super) fn template(kind: &str, console_url: &str, link: Option<String>) -> Option<Mail> {
+pub(super) fn template(
+    kind: &str,
+    console_url: &str,
+    link: Option<String>,
+    details: Option<&serde_json::Value>,
+) -> Option<Mail> {
     let sign_in = format!("{console_url}/login");
     let mail = match kind {
         "verify_email" => Mail {
@@ -55,6 +80,7 @@ pub(super) fn template(kind: &str, console_url: &str, link: Option<String>) -> O
             outro:
                 "The link works once and expires in 24 hours. If you did not create an account, \
                     ignore this mail.",
+            facts: Vec::new(),
         },
         "password_reset" => Mail {
             subject: "Reset your password",
@@ -64,6 +90,7 @@ pub(super) fn template(kind: &str, console_url: &str, link: Option<String>) -> O
             outro: "The link works once and expires in 1 hour; a newer reset mail replaces it. \
                     Resetting signs out every session. If you did not ask for this, ignore this \
                     mail: your password stays as it is.",
+            facts: Vec::new(),
         },
         "mfa_enabled" => Mail {
             subject: "Two-factor sign-in was enabled",
@@ -71,6 +98,7 @@ pub(super) fn template(kind: &str, console_url: &str, link: Option<String>) -> O
                     reset your password now from the sign-in page:",
             link: sign_in,
             outro: "If it was you, there is nothing to do.",
+            facts: Vec::new(),
         },
         "mfa_recovery_codes" => Mail {
             subject: "New recovery codes were made",
@@ -79,6 +107,7 @@ pub(super) fn template(kind: &str, console_url: &str, link: Option<String>) -> O
                     sign-in page:",
             link: sign_in,
             outro: "If it was you, there is nothing to do.",
+            facts: Vec::new(),
         },
         "password_changed" => Mail {
             subject: "Your password was changed",
@@ -87,6 +116,7 @@ pub(super) fn template(kind: &str, console_url: &str, link: Option<String>) -> O
                     wasn't you, reset your password now from the sign-in page:",
             link: sign_in,
             outro: "If it was you, there is nothing to do.",
+            facts: Vec::new(),
         },
         "mfa_disabled" => Mail {
             subject: "Two-factor sign-in was disabled",
@@ -94,8 +124,9 @@ pub(super) fn template(kind: &str, console_url: &str, link: Option<String>) -> O
                     reset your password now from the sign-in page:",
             link: sign_in,
             outro: "If it was you, there is nothing to do.",
+            facts: Vec::new(),
         },
-        _ => return None,
+        _ => return super::notices::template(kind, console_url, link, details),
     };
     Some(mail)
 }
@@ -118,13 +149,14 @@ mod tests {
                 kind,
                 "https://c.example",
                 Some("https://c.example/x".into()),
+                None,
             )
             .unwrap_or_else(|| panic!("{kind}"));
             assert!(mail.text().contains("https://c.example/"), "{kind}");
             assert!(mail.html().contains("<a href="), "{kind}");
         }
-        assert!(template("verify_email", "https://c.example", None).is_none());
-        assert!(template("mfa_enabled", "https://c.example", None).is_some());
-        assert!(template("unknown", "https://c.example", None).is_none());
+        assert!(template("verify_email", "https://c.example", None, None).is_none());
+        assert!(template("mfa_enabled", "https://c.example", None, None).is_some());
+        assert!(template("unknown", "https://c.example", None, None).is_none());
     }
 }

@@ -6,8 +6,9 @@
 //! consumes the attempt, checks that it belongs to this provider (mix-up defence) and to this
 //! browser, exchanges the code, and signs the user in (see `accounts`). Every refusal is a 302 to
 //! `{console}/login?error=oauth_failed` without a session (`oauth_denied` when the user declined
-//! at the provider, `email_unverified` when the provider does not vouch for the address); an
-//! unknown or unconfigured provider is 404 on both endpoints.
+//! at the provider, `email_unverified` when the provider does not vouch for the address,
+//! `account_disabled` for a disabled account); an unknown or unconfigured provider is 404 on
+//! both endpoints.
 //!
 //! No database connection is held while a provider is called, and every provider call is bounded
 //! by `CONSOLED_OAUTH_TIMEOUT_SECONDS`. Codes, tokens and state values are never logged.
@@ -95,7 +96,8 @@ pub struct Identity {
 }
 
 /// Why a callback did not sign anyone in. `reason` is for the log only and never carries a
-/// secret; the browser learns only `code`: `oauth_denied`, `email_unverified` or `oauth_failed`.
+/// secret; the browser learns only `code`: `oauth_denied`, `email_unverified`,
+/// `account_disabled` or `oauth_failed`.
 #[derive(Debug)]
 pub struct Declined {
     code: &'static str,
@@ -133,6 +135,14 @@ impl Declined {
 
 impl From<ApiError> for Declined {
     fn from(e: ApiError) -> Declined {
+        // The one place a provider's user is signed in refuses a disabled account
+        // (`auth::create_session_cookie`); the console is told why.
+        if e.code == crate::error::Code::AccountDisabled {
+            return Declined {
+                code: "account_disabled",
+                reason: "the account is disabled".into(),
+            };
+        }
         let detail = e.more.log_detail.clone();
         Declined::failed(detail.unwrap_or_else(|| e.code.as_str().to_string()))
     }

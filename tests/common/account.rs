@@ -1,0 +1,90 @@
+//! Helpers of the account tests (issue 32): requests with other methods than the client's own
+//! helpers, the command line, and the control channel every instance listens on.
+
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+use postgres::fallible_iterator::FallibleIterator;
+use serde_json::Value;
+
+use super::{database_url, Client, Response};
+
+/// A request with a JSON body and the CSRF header (PATCH, DELETE, POST).
+pub fn send_json(c: &mut Client, method: &str, path: &str, body: &Value) -> Response {
+    let token = c.csrf();
+    let body = serde_json::to_vec(body).unwrap();
+    c.send(
+        method,
+        path,
+        &[
+            ("Content-Type", "application/json"),
+            ("X-CSRF-Token", &token),
+        ],
+        &body,
+    )
+}
+
+/// Runs the `consoled` binary against the test database.
+pub fn consoled(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_consoled"))
+        .args(args)
+        .env("DATABASE_URL", database_url())
+        .env("RUST_LOG", "warn")
+        .output()
+        .expect("run consoled")
+}
+
+/// Runs a command that must succeed; its JSON output.
+#[track_caller]
+pub fn cli(args: &[&str]) -> Value {
+    let out = consoled(args);
+    assert!(
+        out.status.success(),
+        "consoled {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("JSON on stdout")
+}
+
+/// Runs a command that must fail with status 1; its message on stderr.
+#[track_caller]
+pub fn cli_fails(args: &[&str]) -> String {
+    let out = consoled(args);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "consoled {args:?} succeeded: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert!(out.stdout.is_empty(), "nothing on stdout on failure");
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// A connection listening on `consoled_control`, the channel that ends streams and tells every
+/// instance to forget what it remembers of a user (`u:<id>`).
+pub struct Control(postgres::Client);
+
+impl Control {
+    pub fn listen() -> Control {
+        let mut c = super::db();
+        c.batch_execute("LISTEN consoled_control").unwrap();
+        Control(c)
+    }
+
+    /// The payloads that arrive within `within` (all of them, in order).
+    pub fn payloads(&mut self, within: Duration) -> Vec<String> {
+        let deadline = Instant::now() + within;
+        let mut out = Vec::new();
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return out;
+            }
+            match self.0.notifications().timeout_iter(left).next() {
+                Ok(Some(n)) => out.push(n.payload().to_string()),
+                Ok(None) => return out,
+                Err(e) => panic!("control listener: {e}"),
+            }
+        }
+    }
+}
