@@ -164,6 +164,7 @@ mod tests {
             Event::PasswordResetRequested,
             Event::PasswordReset,
             Event::PasswordChanged,
+            Event::PasswordChangeRefused,
             Event::ReauthFailed,
             Event::Logout,
             Event::SessionRevoked,
@@ -181,6 +182,11 @@ mod tests {
             Event::SignedOutEverywhere,
         ];
         let mut names: Vec<&str> = all.iter().map(|e| e.name()).collect();
+        // docs/LOGS.md's table names every event an operator may find.
+        let logs = include_str!("../../docs/LOGS.md");
+        for name in &names {
+            assert!(logs.contains(&format!("`{name}`")), "{name} missing from docs/LOGS.md");
+        }
         names.sort();
         names.dedup();
         assert_eq!(names.len(), all.len());
