@@ -1,10 +1,10 @@
 //! Changing the account's address (issue 32): `POST /auth/account/email {email}` asks for it and
 //! `POST /auth/account/email/confirm {token}` makes it, from the link mailed to the new address.
 //!
-//! Asking needs proof that the owner is present (`reauth`). The answer is the same 202 whether or
-//! not the new address belongs to another account, and so is the work (one look, one queued
-//! mail): the new address then gets a link, or, when it has an account already, a note that
-//! nothing changed, so the one who asked learns nothing about it. Until the link is followed the
+//! Asking needs proof that the owner is present (`reauth`). The request queues the mail without
+//! looking the address up, so the answer, its timing and what the asker can read afterwards (the
+//! export) are the same whether or not the new address belongs to another account: the sender
+//! mails a link, or, to an address with an account, a note to its owner that nothing changed. Until the link is followed the
 //! account keeps its address; following it changes the address (verified, as the link proves
 //! it), voids the other change links, and tells the old address when and from where. The links
 //! mailed to the old address (verification, reset) stop working, as they name it.
@@ -39,11 +39,8 @@ pub fn request(app: &App, req: &Request) -> ApiResult<Reply> {
         ));
     }
     Budgets::new(&app.config.limits).take(&mut tx, &Bucket::EmailChanges(user.id))?;
-    if users::find_by_email(&mut tx, &email)?.is_some() {
-        outbox::enqueue_for_address(&mut tx, "email_change_taken", email.as_str())?;
-    } else {
-        outbox::enqueue(&mut tx, "email_change", user.id, email.as_str())?;
-    }
+    // The address is not looked up here: the sender decides what the mail says (`mail::sender`).
+    outbox::enqueue(&mut tx, "email_change", user.id, email.as_str())?;
     tx.commit()?;
     // Neither address is logged: the new one was typed by the client.
     super::audit(app, req, Event::EmailChangeRequested, Some(user.id), &[]);

@@ -185,7 +185,10 @@ mod tests {
         // docs/LOGS.md's table names every event an operator may find.
         let logs = include_str!("../../docs/LOGS.md");
         for name in &names {
-            assert!(logs.contains(&format!("`{name}`")), "{name} missing from docs/LOGS.md");
+            assert!(
+                logs.contains(&format!("`{name}`")),
+                "{name} missing from docs/LOGS.md"
+            );
         }
         names.sort();
         names.dedup();

@@ -156,6 +156,7 @@ fn attempt(
     if obsolete {
         return Ok(Outcome::Obsolete);
     }
+    let kind = mailed_kind(tx, due)?;
     let mut savepoint = tx.transaction()?;
     let link = match (token_kind(&due.kind), &user) {
         (Some((purpose, page)), Some(user)) => {
@@ -166,12 +167,13 @@ fn attempt(
             return Ok(Outcome::Failed(SendError::permanent("no such user".into())));
         }
         (None, _) => None,
-    };
+    }
+    .filter(|_| kind == due.kind);
     // Local development (`make run`): the link, token included, so that nobody decodes a
     // quoted-printable `.eml` by eye. Config refuses this setting together with SMTP.
     let dev_link = link.clone().filter(|_| app.config.mail_log_links);
     let console = &app.config.console_url;
-    let Some(mail) = template(&due.kind, console, link, due.details.as_ref()) else {
+    let Some(mail) = template(kind, console, link, due.details.as_ref()) else {
         // Perhaps a newer instance's kind: leave the row for it, with backoff.
         return Ok(Outcome::Failed(SendError::transient(format!(
             "unknown mail kind {:?}",
@@ -192,6 +194,21 @@ fn attempt(
         }
         Err(e) => Ok(Outcome::Failed(e)),
     }
+}
+
+/// The mail a row becomes. An address change to an address that has an account already becomes
+/// a note to its owner, without the link: the link is still minted (and never sent), so that
+/// nothing the asker can read (the answer, the export's mailed links) tells the two apart.
+fn mailed_kind<'a>(
+    tx: &mut Transaction<'_>,
+    due: &'a outbox::Due,
+) -> Result<&'a str, postgres::Error> {
+    if due.kind == "email_change"
+        && users::find_by_email(tx, &Email::normalise(&due.recipient))?.is_some()
+    {
+        return Ok("email_change_taken");
+    }
+    Ok(&due.kind)
 }
 
 /// Records a failed attempt: retry later, or give up on a mail the server refuses for good.
