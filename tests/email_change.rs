@@ -12,7 +12,7 @@ use std::sync::{Mutex, MutexGuard};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::account::send_json;
+use common::account::{send_json, Control};
 use common::smtp::SmtpSink;
 use common::*;
 use serde_json::json;
@@ -105,7 +105,10 @@ fn the_address_changes_only_when_the_link_is_followed_and_the_old_one_is_told() 
         "User-Agent".into(),
         "Mozilla/5.0 (X11; Linux x86_64; rv:128.0) Gecko/20100101 Firefox/128.0".into(),
     ));
+    let mut heard = Control::listen();
     confirm(&mut elsewhere, &token).expect(204);
+    let announced = heard.heard(Duration::from_secs(1));
+    assert!(announced.user_change(id, "update"), "{announced:?}");
     let user = c.get("/auth/session").json()["user"].clone();
     assert_eq!(user["email"], new);
     assert_eq!(

@@ -158,8 +158,9 @@ fn disabling_ends_access_at_once_and_enabling_restores_it() {
         ends_within_a_second(s, "session stream");
     }
     ends_within_a_second(&mut made_stream, "stream of a token the user made");
-    let told = control.payloads(SECOND);
-    assert!(told.contains(&format!("u:{}", a.id)), "{told:?}");
+    let heard = control.heard(SECOND);
+    assert!(heard.forget(a.id), "{heard:?}");
+    assert!(heard.user_change(a.id, "update"), "{heard:?}");
 
     // Refused while disabled: the session, the token the user made, and sign-in (only once the
     // password is right: a wrong one says nothing about the account).
@@ -196,7 +197,11 @@ fn disabling_ends_access_at_once_and_enabling_restores_it() {
         out,
         json!({"user_id": a.id, "disabled": false, "changed": true, "sessions_ended": 0})
     );
-    assert!(control.payloads(SECOND).contains(&format!("u:{}", a.id)));
+    let heard = control.heard(SECOND);
+    assert!(
+        heard.forget(a.id) && heard.user_change(a.id, "update"),
+        "{heard:?}"
+    );
     c.login(&a.email, PASSWORD).expect(200);
     ready(bearer(&server, &made));
 }
@@ -318,8 +323,8 @@ fn signout_ends_every_session_and_its_streams_within_a_second() {
     for s in &mut streams {
         ends_within_a_second(s, "session stream");
     }
-    let told = control.payloads(SECOND);
-    assert!(told.contains(&format!("u:{}", a.id)), "{told:?}");
+    let heard = control.heard(SECOND);
+    assert!(heard.forget(a.id), "{heard:?}");
     other.get("/auth/session").expect_error(401, "unauthorized");
     // Not disabled: the user signs in again.
     other.login(&a.email, PASSWORD).expect(200);
@@ -358,7 +363,11 @@ fn delete_removes_the_user_and_refuses_the_last_owner_of_a_team() {
     let out = cli(&["user", "delete", "--email", &a.email]);
     assert_eq!(out, json!({"user_id": a.id, "deleted": true}));
     ends_within_a_second(&mut stream, "session stream");
-    assert!(control.payloads(SECOND).contains(&format!("u:{}", a.id)));
+    let heard = control.heard(SECOND);
+    assert!(
+        heard.forget(a.id) && heard.user_change(a.id, "delete"),
+        "{heard:?}"
+    );
     let left: Vec<Value> = cli(&["user", "find", "--id", &a.id.to_string()])["users"]
         .as_array()
         .unwrap()

@@ -61,30 +61,56 @@ pub fn cli_fails(args: &[&str]) -> String {
 }
 
 /// A connection listening on `consoled_control`, the channel that ends streams and tells every
-/// instance to forget what it remembers of a user (`u:<id>`).
+/// instance to forget what it remembers of a user (`u:<id>`), and on `consoled_change`, where
+/// changes are announced.
 pub struct Control(postgres::Client);
+
+/// What arrived: the control payloads and the announced changes, in order.
+#[derive(Debug, Default)]
+pub struct Heard {
+    pub control: Vec<String>,
+    pub changes: Vec<Value>,
+}
 
 impl Control {
     pub fn listen() -> Control {
         let mut c = super::db();
-        c.batch_execute("LISTEN consoled_control").unwrap();
+        c.batch_execute("LISTEN consoled_control; LISTEN consoled_change")
+            .unwrap();
         Control(c)
     }
 
-    /// The payloads that arrive within `within` (all of them, in order).
-    pub fn payloads(&mut self, within: Duration) -> Vec<String> {
+    /// Everything that arrives within `within`.
+    pub fn heard(&mut self, within: Duration) -> Heard {
         let deadline = Instant::now() + within;
-        let mut out = Vec::new();
+        let mut out = Heard::default();
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
                 return out;
             }
             match self.0.notifications().timeout_iter(left).next() {
-                Ok(Some(n)) => out.push(n.payload().to_string()),
+                Ok(Some(n)) if n.channel() == "consoled_change" => {
+                    out.changes.push(serde_json::from_str(n.payload()).unwrap());
+                }
+                Ok(Some(n)) => out.control.push(n.payload().to_string()),
                 Ok(None) => return out,
                 Err(e) => panic!("control listener: {e}"),
             }
         }
+    }
+}
+
+impl Heard {
+    /// Whether every instance was told to forget `user`.
+    pub fn forget(&self, user: i64) -> bool {
+        self.control.contains(&format!("u:{user}"))
+    }
+
+    /// Whether a `user` change of `op` was announced for `user`.
+    pub fn user_change(&self, user: i64, op: &str) -> bool {
+        self.changes
+            .iter()
+            .any(|c| c["type"] == "user" && c["id"] == user && c["op"] == op)
     }
 }
