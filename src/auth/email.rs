@@ -141,6 +141,8 @@ pub fn reset(app: &App, req: &Request) -> ApiResult<Reply> {
         // A reset would lead back in: a disabled account is refused here, before the hash
         // (a sign-in after it would be refused anyway: `auth::create_session_cookie`).
         if user.disabled_at.is_some() {
+            let route = [("route", req.path.as_str().into())];
+            super::audit(app, req, Event::SigninRefused, Some(user.id), &route);
             return Err(ApiError::new(Code::AccountDisabled));
         }
         super::passwords::refuse_personal(&password, "password", &user.email, &user.name)?;
