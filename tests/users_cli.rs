@@ -8,9 +8,9 @@ mod common;
 
 use std::time::Duration;
 
-use common::account::{cli, cli_fails, Control};
+use common::account::{cli, cli_fails, ready, Control};
 use common::fake_idp::{AuthRequest, FakeIdp, Profile};
-use common::sse::{self, Ev, Sse};
+use common::sse::{self, Sse};
 use common::*;
 use consoled::http::percent_encode;
 use serde_json::{json, Value};
@@ -41,13 +41,6 @@ impl Account {
         let cookie = format!("svc_session={}", self.client.cookies["svc_session"]);
         ready(sse::open(server.addr, &[("Cookie", &cookie)]))
     }
-}
-
-#[track_caller]
-fn ready(mut s: Sse) -> Sse {
-    assert_eq!(s.status, 200, "{}", String::from_utf8_lossy(&s.body));
-    assert_eq!(s.next(T), Ev::Ready);
-    s
 }
 
 fn bearer(server: &TestServer, secret: &str) -> Sse {

@@ -7,7 +7,8 @@ use std::time::{Duration, Instant};
 use postgres::fallible_iterator::FallibleIterator;
 use serde_json::Value;
 
-use super::{database_url, Client, Response};
+use super::sse::{self, Ev, Sse};
+use super::{database_url, Client, Response, TestServer};
 
 /// A request with a JSON body and the CSRF header (PATCH, DELETE, POST).
 pub fn send_json(c: &mut Client, method: &str, path: &str, body: &Value) -> Response {
@@ -113,4 +114,38 @@ impl Heard {
             .iter()
             .any(|c| c["type"] == "user" && c["id"] == user && c["op"] == op)
     }
+}
+
+/// Reads a stream's `ready`, failing on anything else.
+#[track_caller]
+pub fn ready(mut s: Sse) -> Sse {
+    assert_eq!(s.status, 200, "{}", String::from_utf8_lossy(&s.body));
+    assert_eq!(s.next(Duration::from_secs(5)), Ev::Ready);
+    s
+}
+
+/// A stream of the session in `c`'s jar.
+pub fn stream_of(server: &TestServer, c: &Client) -> Sse {
+    let cookie = format!("svc_session={}", c.cookies["svc_session"]);
+    ready(sse::open(server.addr, &[("Cookie", &cookie)]))
+}
+
+/// A team organization with these (user, role) members; its id.
+pub fn team(name: &str, members: &[(i64, &str)]) -> i64 {
+    let mut c = super::db();
+    let org: i64 = c
+        .query_one(
+            "INSERT INTO organizations (name, kind) VALUES ($1, 'team') RETURNING id",
+            &[&name],
+        )
+        .unwrap()
+        .get(0);
+    for (user, role) in members {
+        c.execute(
+            "INSERT INTO memberships (org_id, user_id, role) VALUES ($1, $2, $3)",
+            &[&org, user, role],
+        )
+        .unwrap();
+    }
+    org
 }
