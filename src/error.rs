@@ -15,6 +15,7 @@ pub enum Code {
     MfaRequired,
     CsrfInvalid,
     ReauthRequired,
+    SsoRequired,
     NotFound,
     MethodNotAllowed,
     EmailTaken,
@@ -39,6 +40,7 @@ impl Code {
             Code::MfaRequired => "mfa_required",
             Code::CsrfInvalid => "csrf_invalid",
             Code::ReauthRequired => "reauth_required",
+            Code::SsoRequired => "sso_required",
             Code::NotFound => "not_found",
             Code::MethodNotAllowed => "method_not_allowed",
             Code::EmailTaken => "email_taken",
@@ -60,7 +62,7 @@ impl Code {
             | Code::InvalidCredentials
             | Code::InvalidCode
             | Code::MfaRequired => 401,
-            Code::CsrfInvalid | Code::ReauthRequired => 403,
+            Code::CsrfInvalid | Code::ReauthRequired | Code::SsoRequired => 403,
             Code::NotFound => 404,
             Code::MethodNotAllowed => 405,
             Code::EmailTaken => 409,
@@ -85,6 +87,9 @@ impl Code {
             Code::CsrfInvalid => "Missing or invalid CSRF token; call GET /auth/csrf first.",
             Code::ReauthRequired => {
                 "Confirm it is you: send your current password, or sign in again."
+            }
+            Code::SsoRequired => {
+                "This address signs in only through its organization's identity provider."
             }
             Code::NotFound => "Not found.",
             Code::MethodNotAllowed => "Method not allowed.",

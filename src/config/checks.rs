@@ -31,6 +31,9 @@ pub const SETTINGS: &[&str] = &[
     "CONSOLED_GOOGLE_AUTH_URL",
     "CONSOLED_GOOGLE_TOKEN_URL",
     "CONSOLED_GOOGLE_USERINFO_URL",
+    // Each listed provider N also has `CONSOLED_OIDC_N_<suffix>` (`config::oidc::SUFFIXES`).
+    "CONSOLED_OIDC_PROVIDERS",
+    "CONSOLED_OIDC_REFRESH_SECONDS",
     "CONSOLED_OAUTH_TIMEOUT_SECONDS",
     "CONSOLED_PING_SECONDS",
     "CONSOLED_STREAM_QUEUE",
@@ -90,12 +93,14 @@ pub fn warnings(vars: &HashMap<String, String>) -> Vec<String> {
     let mut out: Vec<String> = vars
         .keys()
         .filter(|k| k.starts_with("CONSOLED_") && !known.contains(&k.as_str()))
-        .map(|k| {
-            format!(
+        .filter_map(|k| match super::oidc::check_variable(k, vars) {
+            Some(Ok(())) => None,
+            Some(Err(warning)) => Some(warning),
+            None => Some(format!(
                 "unknown setting {k} is ignored; the closest known name is {} (every setting: \
                  README, \"Configuration\")",
                 closest(k, &known)
-            )
+            )),
         })
         .collect();
     for (old, new) in RENAMED {
