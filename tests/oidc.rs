@@ -513,3 +513,80 @@ fn a_provider_down_at_start_is_listed_once_it_answers() {
     let stop = b.sign_in("late", &login);
     signed_in(&mut b, &stop);
 }
+
+/// The binary as an operator runs it: each sign-in and each refusal is a security event, the
+/// discovery is logged, and no secret of the run (client secret, code, state, nonce) is.
+#[test]
+fn sign_ins_and_refusals_are_logged_without_secrets() {
+    let Some(op) = op() else { return };
+    let env = |name: &str, issuer: &str| {
+        [
+            (
+                format!("CONSOLED_OIDC_{name}_ISSUER"),
+                op.issuer(issuer).to_string(),
+            ),
+            (
+                format!("CONSOLED_OIDC_{name}_CLIENT_ID"),
+                "consoled".to_string(),
+            ),
+            (
+                format!("CONSOLED_OIDC_{name}_CLIENT_SECRET"),
+                SECRET.to_string(),
+            ),
+        ]
+    };
+    let mut vars: Vec<(String, String)> = vec![
+        ("CONSOLED_BASE_URL".into(), CONSOLED.into()),
+        ("CONSOLED_CONSOLE_URL".into(), CONSOLE.into()),
+        ("CONSOLED_OIDC_PROVIDERS".into(), "corp,rogue".into()),
+    ];
+    vars.extend(env("CORP", "corp"));
+    vars.extend(env("ROGUE", "rogue"));
+    let refs: Vec<(&str, &str)> = vars.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let server = binary::Spawned::start(env!("CARGO_BIN_EXE_consoled"), &refs);
+    server.wait_log(
+        &["oidc corp: discovered", op.issuer("corp")],
+        Duration::from_secs(15),
+    );
+    server.wait_log(&["oidc rogue: discovered"], Duration::from_secs(15));
+
+    let (login, _) = person(op, json!({}));
+    let mut b = Browser::new(server.addr);
+    let page = b.run(&format!("{CONSOLED}/auth/oauth/corp/start"), false);
+    let Stop::Callback(callback) = b.log_in_and_consent(page, &login, true) else {
+        panic!("expected the callback");
+    };
+    let stop = b.run(&callback, false);
+    let user = signed_in(&mut b, &stop)["user"]["id"].to_string();
+    server.wait_log(
+        &[
+            "event=provider_signin ",
+            &format!("user_id={user}"),
+            "provider=corp",
+        ],
+        Duration::from_secs(5),
+    );
+
+    let mut b = Browser::new(server.addr);
+    let stop = b.sign_in("rogue", &login);
+    refused(&mut b, &stop, "oauth_failed");
+    let line = server.wait_log(
+        &[
+            "event=provider_signin_failed",
+            "provider=rogue",
+            "reason=oauth_failed",
+        ],
+        Duration::from_secs(5),
+    );
+    assert!(line.contains("signature does not verify"), "{line}");
+
+    let log = server.log().join("\n");
+    let secrets = [
+        SECRET.to_string(),
+        query_param(&callback, "code").unwrap(),
+        query_param(&callback, "state").unwrap(),
+    ];
+    for secret in secrets {
+        assert!(!log.contains(&secret), "{secret} in the log");
+    }
+}

@@ -257,6 +257,26 @@ mod tests {
     }
 
     #[test]
+    fn provider_settings_are_known_only_for_listed_providers() {
+        let vars: HashMap<String, String> = [
+            ("CONSOLED_OIDC_PROVIDERS", "corp"),
+            ("CONSOLED_OIDC_CORP_ISSUER", "https://sso.example.com"),
+            ("CONSOLED_OIDC_CORP_CLIENT_SECRET", "s3cret-value"),
+            ("CONSOLED_OIDC_KEYCLOAK_ISSUER", "https://kc.example.com"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        let w = warnings(&vars);
+        assert_eq!(w.len(), 1, "{w:#?}");
+        assert!(
+            w[0].contains("CONSOLED_OIDC_KEYCLOAK_ISSUER is ignored"),
+            "{w:?}"
+        );
+        assert!(w[0].contains("named keycloak"), "{w:?}");
+    }
+
+    #[test]
     fn a_renamed_setting_is_named_with_its_new_name() {
         let vars = |pairs: &[(&str, &str)]| -> HashMap<String, String> {
             pairs

