@@ -261,6 +261,32 @@ fn the_provider_rules_decide_who_comes_in() {
     refused(&mut b, &stop, "oauth_denied");
 }
 
+/// Entra ID vouches for addresses with `xms_edov`, never `email_verified`: the provider's setting
+/// names the claim, and only that claim counts.
+#[test]
+fn another_claim_may_vouch_for_the_address() {
+    let Some(op) = op() else { return };
+    let mut corp = provider("corp", "corp");
+    corp.extra = vec![("EMAIL_VERIFIED_CLAIM", "xms_edov".into())];
+    let s = server(op, &[corp]);
+    let (login, email) = person(op, json!({"email_verified": false, "xms_edov": true}));
+    let mut b = Browser::new(s.addr);
+    let stop = b.sign_in("corp", &login);
+    let state = signed_in(&mut b, &stop);
+    assert_eq!(
+        (
+            state["user"]["email"].as_str(),
+            state["user"]["email_verified"].as_bool()
+        ),
+        (Some(email.as_str()), Some(true))
+    );
+    let (login, email) = person(op, json!({"email_verified": true}));
+    let mut b = Browser::new(s.addr);
+    let stop = b.sign_in("corp", &login);
+    refused(&mut b, &stop, "email_unverified");
+    assert_eq!(users_with(&email), 0);
+}
+
 fn users_with(email: &str) -> i64 {
     db().query_one("SELECT count(*) FROM users WHERE email = $1", &[&email])
         .unwrap()

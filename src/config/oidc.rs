@@ -23,6 +23,7 @@ pub const SUFFIXES: &[&str] = &[
     "REQUIRED_CLAIM",
     "EXCLUSIVE",
     "TOKEN_AUTH",
+    "EMAIL_VERIFIED_CLAIM",
 ];
 
 /// Names the built-in providers have; an OpenID Connect provider may not take them.
@@ -63,6 +64,9 @@ pub struct OidcConfig {
     /// The only sign-in for addresses of `domains`: passwords and other providers are refused.
     pub exclusive: bool,
     pub token_auth: TokenAuth,
+    /// The claim that says the provider has verified `email`: `email_verified` (OpenID Connect
+    /// Core 5.1), or what a provider sends instead (Entra ID: `xms_edov`).
+    pub email_verified_claim: String,
 }
 
 impl fmt::Debug for OidcConfig {
@@ -178,6 +182,10 @@ fn provider(env: &Env, name: &str) -> Result<OidcConfig, ConfigError> {
         required_claim: required_claim(&var("REQUIRED_CLAIM"), env.get(&var("REQUIRED_CLAIM")))?,
         exclusive: env.bool(&var("EXCLUSIVE"), false)?,
         token_auth: token_auth(&var("TOKEN_AUTH"), env.get(&var("TOKEN_AUTH")))?,
+        email_verified_claim: claim_name(
+            &var("EMAIL_VERIFIED_CLAIM"),
+            env.get(&var("EMAIL_VERIFIED_CLAIM")),
+        )?,
     };
     if p.exclusive && p.domains.is_empty() {
         return Err(ConfigError(format!(
@@ -303,6 +311,18 @@ fn required_claim(var: &str, value: Option<String>) -> Result<Option<RequiredCla
     }
 }
 
+fn claim_name(var: &str, value: Option<String>) -> Result<String, ConfigError> {
+    let value = value.map_or_else(|| "email_verified".to_string(), |v| v.trim().to_string());
+    if value.len() > 64 || !value.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err(invalid(
+            var,
+            &value,
+            "a claim name such as email_verified or xms_edov",
+        ));
+    }
+    Ok(value)
+}
+
 fn token_auth(var: &str, value: Option<String>) -> Result<TokenAuth, ConfigError> {
     match value.as_deref().map(str::trim) {
         None | Some("client_secret_basic") => Ok(TokenAuth::Basic),
@@ -391,6 +411,7 @@ mod tests {
         assert_eq!(p.display_name, "corp");
         assert!(p.domains.is_empty() && !p.exclusive && p.required_claim.is_none());
         assert_eq!(p.token_auth, TokenAuth::Basic);
+        assert_eq!(p.email_verified_claim, "email_verified");
         assert!(!format!("{p:?}").contains("s3cret"));
         assert!(read(&env(&[])).unwrap().is_empty());
     }
@@ -404,6 +425,7 @@ mod tests {
             ("CONSOLED_OIDC_CORP_REQUIRED_CLAIM", "groups=console users"),
             ("CONSOLED_OIDC_CORP_EXCLUSIVE", "true"),
             ("CONSOLED_OIDC_CORP_TOKEN_AUTH", "client_secret_post"),
+            ("CONSOLED_OIDC_CORP_EMAIL_VERIFIED_CLAIM", "xms_edov"),
         ])
         .unwrap()[0];
         assert_eq!(p.scopes, "openid email groups");
@@ -417,6 +439,7 @@ mod tests {
         );
         assert!(p.exclusive);
         assert_eq!(p.token_auth, TokenAuth::Post);
+        assert_eq!(p.email_verified_claim, "xms_edov");
     }
 
     #[test]

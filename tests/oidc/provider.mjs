@@ -70,7 +70,8 @@ function configuration(issuer, keys) {
     },
     claims: {
       openid: ['sub'],
-      email: ['email', 'email_verified'],
+      // xms_edov: what Entra ID sends instead of email_verified (CONSOLED_OIDC_N_EMAIL_VERIFIED_CLAIM).
+      email: ['email', 'email_verified', 'xms_edov'],
       profile: ['name', 'preferred_username'],
       groups: ['groups'],
     },

@@ -113,6 +113,7 @@ mod tests {
             required_claim: None,
             exclusive: false,
             token_auth: TokenAuth::Basic,
+            email_verified_claim: "email_verified".into(),
         }
     }
 

@@ -64,13 +64,13 @@ pub fn identity(
     claims::check_times(&claims, expected.now).map_err(Declined::failed)?;
     let claims = with_userinfo(config, exchange, &tokens, claims)?;
     check_required_claim(config, &claims)?;
-    let identity = read_identity(&claims);
+    let identity = read_identity(&claims, &config.email_verified_claim);
     check_domain(config, &identity)?;
     Ok(identity)
 }
 
-/// The token's claims, completed from the userinfo endpoint when they lack the address or the
-/// required claim (many providers put only `sub` into an ID token issued with a code). The
+/// The token's claims, completed from the userinfo endpoint when they lack the address, its
+/// verification or the required claim (many providers put only `sub` into an ID token issued with a code). The
 /// token's own claims win; userinfo must describe the same `sub` (OpenID Connect Core 5.3.2).
 fn with_userinfo(
     config: &OidcConfig,
@@ -82,8 +82,10 @@ fn with_userinfo(
         .required_claim
         .as_ref()
         .is_some_and(|r| claims.get(&r.name).is_none());
+    let lacks_verification = claims.get(&config.email_verified_claim).is_none();
     let userinfo = &exchange.config.api_url;
-    if (claims.get("email").is_some() && !lacks_required) || userinfo.is_empty() {
+    let complete = claims.get("email").is_some() && !lacks_verification && !lacks_required;
+    if complete || userinfo.is_empty() {
         return Ok(claims);
     }
     let access_token = tokens["access_token"].as_str().unwrap_or_default();
@@ -99,7 +101,8 @@ fn with_userinfo(
     Ok(claims)
 }
 
-fn read_identity(claims: &Value) -> Identity {
+/// The identity of the claims; the address counts as verified when `verified_claim` is true.
+fn read_identity(claims: &Value, verified_claim: &str) -> Identity {
     let email = claims["email"].as_str().and_then(|e| Email::parse(e).ok());
     let name = ["name", "preferred_username"]
         .into_iter()
@@ -109,7 +112,7 @@ fn read_identity(claims: &Value) -> Identity {
     Identity {
         subject: claims["sub"].as_str().unwrap_or_default().to_string(),
         email,
-        email_verified: google::is_true(&claims["email_verified"]),
+        email_verified: google::is_true(&claims[verified_claim]),
         name: name.to_string(),
     }
 }
@@ -175,6 +178,7 @@ mod tests {
             }),
             exclusive: false,
             token_auth: TokenAuth::Basic,
+            email_verified_claim: "email_verified".into(),
         }
     }
 
@@ -202,9 +206,8 @@ mod tests {
     fn only_verified_addresses_of_the_domains_pass() {
         let c = config(&["example.com"], None);
         let id = |email: &str, verified: bool| {
-            read_identity(&json!({
-                "sub": "1", "email": email, "email_verified": verified,
-            }))
+            let claims = json!({"sub": "1", "email": email, "email_verified": verified});
+            read_identity(&claims, "email_verified")
         };
         assert!(check_domain(&c, &id("Ada@Example.com", true)).is_ok());
         let other = check_domain(&c, &id("ada@example.org", true)).unwrap_err();
@@ -217,15 +220,23 @@ mod tests {
 
     #[test]
     fn identities_read_the_standard_claims() {
-        let id = read_identity(&json!({
+        let claims = json!({
             "sub": "s-1", "email": " Ada@Example.COM ", "email_verified": "true",
             "preferred_username": "ada",
-        }));
+        });
+        let id = read_identity(&claims, "email_verified");
         assert_eq!(id.subject, "s-1");
         assert_eq!(id.email.unwrap().as_str(), "ada@example.com");
         assert!(id.email_verified);
         assert_eq!(id.name, "ada");
-        let bare = read_identity(&json!({"sub": "s-2", "email": "not an address"}));
+        assert!(!read_identity(&claims, "xms_edov").email_verified);
+        let entra = json!({"sub": "s-3", "email": "a@example.com", "xms_edov": true});
+        assert!(read_identity(&entra, "xms_edov").email_verified);
+        assert!(!read_identity(&entra, "email_verified").email_verified);
+        let bare = read_identity(
+            &json!({"sub": "s-2", "email": "not an address"}),
+            "email_verified",
+        );
         assert!(bare.email.is_none() && !bare.email_verified && bare.name.is_empty());
     }
 }
