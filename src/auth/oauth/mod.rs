@@ -159,7 +159,9 @@ type Discovery = std::sync::Arc<oidc::Discovered>;
 pub fn start(app: &App, req: &Request) -> ApiResult<Reply> {
     let provider = enabled(app, req)?;
     let Some((config, _)) = endpoints(provider) else {
-        return Ok(refuse(app, req, provider, &Declined::unavailable()).into());
+        // Not an event: anyone may ask, as often as they like, and the discovery's own log line
+        // says what the operator needs to know.
+        return Ok(login_page(app, &Declined::unavailable()).into());
     };
     let binding = new_token();
     let nonce = provider.uses_nonce().then(new_token);
@@ -244,6 +246,11 @@ fn refuse(app: &App, req: &Request, provider: Provider, refusal: &Declined) -> R
         None,
         &fields,
     );
+    login_page(app, refusal)
+}
+
+/// The console's login page, told why.
+fn login_page(app: &App, refusal: &Declined) -> Response {
     let url = format!("{}/login?error={}", app.config.console_url, refusal.code());
     Response::redirect(&url)
 }
