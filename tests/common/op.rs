@@ -60,8 +60,10 @@ impl OpenIdProvider {
             eprintln!("SKIPPED {test}: {why}");
             return None;
         }
+        // The provider's own notices and errors, for a failing test's reader (one file, each run
+        // anew, under target/).
         let log = std::fs::File::create(
-            std::env::temp_dir().join(format!("consoled-op-{}.log", super::unique())),
+            std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("oidc-provider.log"),
         )
         .unwrap();
         let mut child = Command::new("node")
