@@ -33,6 +33,7 @@ run: build
 # make a virtualenv; SKIP_CONFORMANCE=1 leaves it out.
 test: lint
 	@scripts/proxy-deps.sh
+	@scripts/oidc-deps.sh
 	@url="$${DATABASE_URL:-$$(scripts/pg.sh start test $(TEST_PG_PORT))}"; \
 	DATABASE_URL="$$url" $(CARGO) test --locked --lib --bins --tests -- --test-threads=$${TEST_THREADS:-8} && \
 	if [ -n "$${SKIP_CONFORMANCE:-}" ]; then echo "conformance: skipped (SKIP_CONFORMANCE)"; \

@@ -41,6 +41,8 @@ pub struct App {
     pub stream_slots: Arc<crate::admission::Slots>,
     /// Streams held here per user or token (the per-principal limit, checked from memory).
     pub stream_principals: Arc<crate::admission::Principals>,
+    /// The OpenID Connect providers and what each has told us (endpoints, keys).
+    pub oidc: Arc<crate::auth::oauth::oidc::Providers>,
 }
 
 /// What a handler produces: a complete response, or an event stream to hand to its own thread.

@@ -16,6 +16,7 @@ pub enum Code {
     CsrfInvalid,
     ReauthRequired,
     Forbidden,
+    SsoRequired,
     NotFound,
     MethodNotAllowed,
     EmailTaken,
@@ -41,6 +42,7 @@ impl Code {
             Code::CsrfInvalid => "csrf_invalid",
             Code::ReauthRequired => "reauth_required",
             Code::Forbidden => "forbidden",
+            Code::SsoRequired => "sso_required",
             Code::NotFound => "not_found",
             Code::MethodNotAllowed => "method_not_allowed",
             Code::EmailTaken => "email_taken",
@@ -62,7 +64,7 @@ impl Code {
             | Code::InvalidCredentials
             | Code::InvalidCode
             | Code::MfaRequired => 401,
-            Code::CsrfInvalid | Code::ReauthRequired | Code::Forbidden => 403,
+            Code::CsrfInvalid | Code::ReauthRequired | Code::Forbidden | Code::SsoRequired => 403,
             Code::NotFound => 404,
             Code::MethodNotAllowed => 405,
             Code::EmailTaken => 409,
@@ -89,6 +91,9 @@ impl Code {
                 "Confirm it is you: send your current password, or sign in again."
             }
             Code::Forbidden => "Your role in this organization does not allow this.",
+            Code::SsoRequired => {
+                "This address signs in only through its organization's identity provider."
+            }
             Code::NotFound => "Not found.",
             Code::MethodNotAllowed => "Method not allowed.",
             Code::EmailTaken => "An account with this email address exists already.",

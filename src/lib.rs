@@ -140,6 +140,7 @@ pub fn serve_on(config: Config, listener: std::net::TcpListener) -> Result<Servi
         stream_shares: admission::Shares::new(capacity.max_streams, config.client_share),
         stream_slots: admission::Slots::new(capacity.max_streams),
         stream_principals: admission::Principals::new(config.streams_per_principal),
+        oidc: Arc::new(auth::oauth::oidc::Providers::new(&config.oidc)),
         capacity,
         hasher: hashing::Hasher::start(config.hash_threads, config.hash_queue),
         signin_blocks: admission::Blocks::default(),
@@ -176,6 +177,14 @@ pub fn serve_on(config: Config, listener: std::net::TcpListener) -> Result<Servi
     if app.config.mail_sender {
         background.push(mail::start(app.clone(), mailer));
     }
+    // Discovery runs beside the server: a provider that is down keeps nothing from starting.
+    let discovery = auth::oauth::oidc::start(
+        app.oidc.clone(),
+        app.stopping.clone(),
+        app.config.oidc_refresh,
+        app.config.oauth_timeout,
+    );
+    background.extend(discovery.map_err(spawned)?);
     let server = server::Server::start(app.clone(), listener).map_err(|e| e.to_string())?;
     Ok(Service {
         app,

@@ -59,6 +59,9 @@ pub static ROUTES: &[Route] = &[
     // finishes what the mails start; a real console front end serves these paths itself.
     route(Get, "/verify-email", "demo_verify_email", demo::index),
     route(Get, "/reset-password", "demo_reset_password", demo::index),
+    // Where an external sign-in ends (`{CONSOLED_CONSOLE_URL}/login?error=...`, `/login/mfa`).
+    route(Get, "/login", "demo_login", demo::index),
+    route(Get, "/login/mfa", "demo_login_mfa", demo::index),
     route(Get, "/auth/csrf", "csrf", auth::csrf::get),
     route(Get, "/auth/providers", "providers", auth::oauth::providers),
     route(

@@ -48,6 +48,7 @@ fn presented_device(req: &Request) -> Option<String> {
 pub fn post(app: &App, req: &Request) -> ApiResult<Reply> {
     let fields = Fields::parse(&req.body)?;
     let email = Email::parse(fields.string("email")?)?;
+    super::oauth::policy::password_signin_allowed(app, req, &email)?;
     let password = fields.string("password")?;
     if password.chars().count() > 1024 {
         return Err(ApiError::invalid("password", "at most 1024 characters"));

@@ -12,6 +12,7 @@ use crate::limits::Bucket;
 pub fn post(app: &App, req: &Request) -> ApiResult<Reply> {
     let fields = Fields::parse(&req.body)?;
     let email = Email::parse(fields.string("email")?)?;
+    super::oauth::policy::password_allowed(&app.config, &email)?;
     let password = Password::parse(fields.string("password")?, "password")?;
     let name = parse_name(fields.string("name")?)?;
     // Before any count or hash: a refused password costs nothing.

@@ -31,6 +31,9 @@ pub const SETTINGS: &[&str] = &[
     "CONSOLED_GOOGLE_AUTH_URL",
     "CONSOLED_GOOGLE_TOKEN_URL",
     "CONSOLED_GOOGLE_USERINFO_URL",
+    // Each listed provider N also has `CONSOLED_OIDC_N_<suffix>` (`config::oidc::SUFFIXES`).
+    "CONSOLED_OIDC_PROVIDERS",
+    "CONSOLED_OIDC_REFRESH_SECONDS",
     "CONSOLED_OAUTH_TIMEOUT_SECONDS",
     "CONSOLED_PING_SECONDS",
     "CONSOLED_STREAM_QUEUE",
@@ -90,12 +93,14 @@ pub fn warnings(vars: &HashMap<String, String>) -> Vec<String> {
     let mut out: Vec<String> = vars
         .keys()
         .filter(|k| k.starts_with("CONSOLED_") && !known.contains(&k.as_str()))
-        .map(|k| {
-            format!(
+        .filter_map(|k| match super::oidc::check_variable(k, vars) {
+            Some(Ok(())) => None,
+            Some(Err(warning)) => Some(warning),
+            None => Some(format!(
                 "unknown setting {k} is ignored; the closest known name is {} (every setting: \
                  README, \"Configuration\")",
                 closest(k, &known)
-            )
+            )),
         })
         .collect();
     for (old, new) in RENAMED {
@@ -252,6 +257,26 @@ mod tests {
     }
 
     #[test]
+    fn provider_settings_are_known_only_for_listed_providers() {
+        let vars: HashMap<String, String> = [
+            ("CONSOLED_OIDC_PROVIDERS", "corp"),
+            ("CONSOLED_OIDC_CORP_ISSUER", "https://sso.example.com"),
+            ("CONSOLED_OIDC_CORP_CLIENT_SECRET", "s3cret-value"),
+            ("CONSOLED_OIDC_KEYCLOAK_ISSUER", "https://kc.example.com"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        let w = warnings(&vars);
+        assert_eq!(w.len(), 1, "{w:#?}");
+        assert!(
+            w[0].contains("CONSOLED_OIDC_KEYCLOAK_ISSUER is ignored"),
+            "{w:?}"
+        );
+        assert!(w[0].contains("named keycloak"), "{w:?}");
+    }
+
+    #[test]
     fn a_renamed_setting_is_named_with_its_new_name() {
         let vars = |pairs: &[(&str, &str)]| -> HashMap<String, String> {
             pairs
@@ -288,7 +313,10 @@ mod tests {
                 files.extend(std::fs::read_dir(&path).unwrap().map(|e| e.unwrap().path()));
                 continue;
             }
-            if path.extension().is_none_or(|e| e != "rs") || path.ends_with("checks.rs") {
+            // Unit tests in files of their own (`tests.rs`, `oidc_tests.rs`) read no setting.
+            let name = path.file_name().unwrap_or_default().to_string_lossy();
+            let tests_only = name.ends_with("tests.rs");
+            if path.extension().is_none_or(|e| e != "rs") || name == "checks.rs" || tests_only {
                 continue;
             }
             let text = std::fs::read_to_string(&path).unwrap();

@@ -6,6 +6,7 @@
 pub mod checks;
 mod env;
 pub mod keys;
+pub mod oidc;
 
 use std::collections::HashMap;
 use std::fmt;
@@ -14,6 +15,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use env::{check_database_url, invalid, parse_nets, url_var, Env};
+pub use oidc::OidcConfig;
 
 /// OAuth client settings and endpoints of one identity provider.
 #[derive(Clone)]
@@ -65,6 +67,10 @@ pub struct Config {
     pub mail_log_links: bool,
     pub github: Option<ProviderConfig>,
     pub google: Option<ProviderConfig>,
+    /// `CONSOLED_OIDC_PROVIDERS`: the OpenID Connect providers, in the order listed (`oidc`).
+    pub oidc: Vec<OidcConfig>,
+    /// How often each provider's discovery document and keys are fetched again.
+    pub oidc_refresh: Duration,
     /// Limit for each call to an identity provider (connect, send, answer).
     pub oauth_timeout: Duration,
     pub ping_interval: Duration,
@@ -140,6 +146,7 @@ impl fmt::Debug for Config {
             .field("mail_retry", &self.mail_retry)
             .field("github", &self.github)
             .field("google", &self.google)
+            .field("oidc", &self.oidc)
             .field("oauth_timeout", &self.oauth_timeout)
             .field("ping_interval", &self.ping_interval)
             .field("stream_queue", &self.stream_queue)
@@ -241,6 +248,8 @@ impl Config {
             mail_log_links: env.bool("CONSOLED_MAIL_LOG_LINKS", false)?,
             github: provider(&env, "GITHUB", GITHUB_DEFAULTS),
             google: provider(&env, "GOOGLE", GOOGLE_DEFAULTS),
+            oidc: oidc::read(&env)?,
+            oidc_refresh: env.seconds("CONSOLED_OIDC_REFRESH_SECONDS", 3600.0, 1.0..=86400.0)?,
             oauth_timeout: env.seconds("CONSOLED_OAUTH_TIMEOUT_SECONDS", 5.0, 0.01..=300.0)?,
             ping_interval: env.seconds("CONSOLED_PING_SECONDS", 20.0, 0.01..=3600.0)?,
             stream_queue: env.parse("CONSOLED_STREAM_QUEUE", 256)?,

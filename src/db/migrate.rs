@@ -46,6 +46,11 @@ pub const MIGRATIONS: &[(i32, &str, &str)] = &[
         "0008_open_streams_counts.sql",
         include_str!("../../migrations/0008_open_streams_counts.sql"),
     ),
+    (
+        13,
+        "0013_oidc_identities.sql",
+        include_str!("../../migrations/0013_oidc_identities.sql"),
+    ),
 ];
 
 /// An arbitrary constant naming our lock in `pg_advisory_lock`.

@@ -14,8 +14,15 @@
 //! account's password is removed, its sessions end and every other link goes (see
 //! `auth::prove_address`): whoever created them never proved they own the address, while the
 //! person now signing in has (the "pre-hijacked account" attack).
+//!
+//! Whatever the case, an address that signs in only through another provider (`policy`) is
+//! refused, both the provider's and that of the account it would enter; a refusal leaves nothing
+//! behind (the transaction is not committed).
+//!
+//! A new user is made in one place, `create`, where every rule about who may have an account
+//! belongs.
 
-use super::{Declined, Identity, Provider};
+use super::{policy, Declined, Identity, Provider};
 use crate::app::App;
 use crate::auth;
 use crate::db::users::{self, User};
@@ -33,7 +40,7 @@ pub fn sign_in(
 ) -> Result<Response, Declined> {
     let mut c = db::conn(&app.pool)?;
     let mut tx = c.transaction()?;
-    let user = resolve(&mut tx, provider, identity)?;
+    let user = resolve(app, &mut tx, provider, identity)?;
     let cookie = auth::create_session_cookie(app, req, &mut tx, user.id, user.mfa_enabled)?;
     tx.commit()?;
     let fields = [
@@ -53,6 +60,7 @@ pub fn sign_in(
 }
 
 fn resolve(
+    app: &App,
     tx: &mut impl db::Sql,
     provider: Provider,
     identity: &Identity,
@@ -66,15 +74,19 @@ fn resolve(
         }
         None => return Err(Declined::unverified("the provider gave no email address")),
     };
-    if let Some(user_id) = identities::find_user(tx, provider.name(), &identity.subject)? {
-        identities::update_email(tx, provider.name(), &identity.subject, Some(email.as_str()))?;
-        return users::find(tx, user_id)?
-            .ok_or_else(|| Declined::failed("the linked user is gone"));
-    }
-    match users::find_by_email(tx, email)? {
-        Some(user) => link_existing(tx, provider, identity, user),
-        None => create(tx, provider, identity, email),
-    }
+    policy::provider_allowed(&app.config, &provider, email.as_str())?;
+    let key = provider.link_key();
+    let user = if let Some(user_id) = identities::find_user(tx, key, &identity.subject)? {
+        identities::update_email(tx, key, &identity.subject, Some(email.as_str()))?;
+        users::find(tx, user_id)?.ok_or_else(|| Declined::failed("the linked user is gone"))?
+    } else {
+        match users::find_by_email(tx, email)? {
+            Some(user) => link_existing(tx, provider, identity, user)?,
+            None => create(tx, provider, identity, email)?,
+        }
+    };
+    policy::provider_allowed(&app.config, &provider, &user.email)?;
+    Ok(user)
 }
 
 fn link_existing(
@@ -85,7 +97,7 @@ fn link_existing(
 ) -> Result<User, Declined> {
     link(tx, provider, identity, user.id)?;
     if !user.email_verified {
-        auth::prove_address(tx, user.id, Some((provider.name(), &identity.subject)))?;
+        auth::prove_address(tx, user.id, Some((provider.link_key(), &identity.subject)))?;
         users::clear_password(tx, user.id)?;
         sessions::delete_for_user(tx, user.id, None)?;
     }
@@ -116,7 +128,7 @@ fn link(
     user_id: i64,
 ) -> Result<(), Declined> {
     let email = identity.email.as_ref().map(Email::as_str);
-    if identities::link(tx, provider.name(), &identity.subject, user_id, email)? {
+    if identities::link(tx, provider.link_key(), &identity.subject, user_id, email)? {
         Ok(())
     } else {
         Err(Declined::failed("the identity was linked concurrently"))
