@@ -2,7 +2,9 @@
 //! authentication of a request (called first by every protected handler), the session cookie,
 //! and the Auth state body.
 
+mod attempt;
 pub mod csrf;
+pub mod device;
 pub mod email;
 mod factor;
 pub mod login;

@@ -15,12 +15,12 @@
 //! sign-ins of the address are forgotten, and a mail tells the owner.
 
 use crate::app::{App, Reply};
-use crate::db::{self, outbox, rate, sessions, users};
+use crate::db::{self, outbox, sessions, users};
 use crate::error::{ApiError, ApiResult, Code};
 use crate::http::json::{Email, Fields, Password};
 use crate::http::{Request, Response};
 
-use super::{login, passwords, Event};
+use super::{attempt, login, passwords, Event};
 
 pub fn change(app: &App, req: &Request) -> ApiResult<Reply> {
     let session = super::require_session(app, req)?;
@@ -35,25 +35,15 @@ pub fn change(app: &App, req: &Request) -> ApiResult<Reply> {
         ));
     }
     let client = req.client(&app.config.client_source);
-    let user = {
-        let mut c = db::conn(&app.pool)?;
-        let user = users::find(&mut *c, session.user_id)?
-            .ok_or_else(|| ApiError::new(Code::Unauthorized))?;
-        passwords::refuse_personal(&password, "password", &user.email, &user.name)?;
-        if user.password_hash.is_some() && current.is_some() {
-            login::check_limits(app, &mut *c, &Email::normalise(&user.email), client)?;
-        }
-        user
-    };
+    let user = users::find(&mut *db::conn(&app.pool)?, session.user_id)?
+        .ok_or_else(|| ApiError::new(Code::Unauthorized))?;
+    passwords::refuse_personal(&password, "password", &user.email, &user.name)?;
     let email = Email::normalise(&user.email);
     match (user.password_hash.as_deref(), current) {
         (Some(_), None) => return Err(ApiError::invalid("current_password", "required")),
         (Some(stored), Some(current)) => {
-            // No connection is held while hashing.
             app.hasher.check(client)?;
-            if !app.hasher.verify(client, current, Some(stored))? {
-                let mut c = db::conn(&app.pool)?;
-                rate::record_all(&mut *c, &login::failure_buckets(&email, client))?;
+            if !attempt::verify(app, &email, client, current, stored)?.is_right() {
                 super::audit(app, req, Event::PasswordChangeRefused, Some(user.id), &[]);
                 return Err(ApiError::new(Code::InvalidCredentials)
                     .message("The current password is not correct."));

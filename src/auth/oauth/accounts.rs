@@ -21,6 +21,7 @@ use crate::auth;
 use crate::db::users::{self, User};
 use crate::db::{self, identities, orgs, sessions};
 use crate::http::json::Email;
+use crate::http::names;
 use crate::http::{Request, Response};
 
 /// Finds or creates the user, starts a session, and redirects to the console (to the second
@@ -123,13 +124,17 @@ fn link(
     }
 }
 
-/// The provider's name within signup's rules (1 to 100 characters, no control characters), or
-/// the address's local part when the provider has none.
+/// The provider's name within signup's rules (1 to 100 characters, no control characters, no
+/// bidirectional overrides or isolates, something visible: `http::names`), or the address's
+/// local part when the provider has none.
 fn display_name(provided: &str, email: &Email) -> String {
-    let clean: String = provided.chars().filter(|c| !c.is_control()).collect();
+    let clean: String = provided
+        .chars()
+        .filter(|c| !c.is_control() && !names::is_bidi_control(*c))
+        .collect();
     let name: String = clean.trim().chars().take(100).collect();
     let name = name.trim();
-    if !name.is_empty() {
+    if names::refusal(name).is_none() {
         return name.to_string();
     }
     let local = email.as_str().split('@').next().unwrap_or_default();
@@ -146,6 +151,8 @@ mod tests {
         assert_eq!(display_name("  Ada\u{7} Lovelace ", &email), "Ada Lovelace");
         assert_eq!(display_name("", &email), "ada.l");
         assert_eq!(display_name(" \n ", &email), "ada.l");
+        assert_eq!(display_name("\u{202e}Ada", &email), "Ada");
+        assert_eq!(display_name("\u{200b}\u{3164}", &email), "ada.l");
         assert_eq!(display_name(&"é".repeat(150), &email).chars().count(), 100);
     }
 }
