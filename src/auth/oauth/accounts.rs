@@ -11,9 +11,10 @@
 //!    its `default` project (as at signup).
 //!
 //! Linking to an account whose own address was never verified proves the address: that
-//! account's password is removed, its sessions end and every other link goes (see
-//! `auth::prove_address`): whoever created them never proved they own the address, while the
-//! person now signing in has (the "pre-hijacked account" attack).
+//! account's password is removed, its sessions end, every other link goes, and so do a second
+//! factor and device cookies enrolled before (see `auth::take_over_address`): whoever created
+//! them never proved they own the address, while the person now signing in has (the
+//! "pre-hijacked account" attack).
 
 use super::{Declined, Identity, Provider};
 use crate::app::App;
@@ -86,7 +87,7 @@ fn link_existing(
 ) -> Result<User, Declined> {
     link(tx, provider, identity, user.id)?;
     if !user.email_verified {
-        auth::prove_address(tx, user.id, Some((provider.name(), &identity.subject)))?;
+        auth::take_over_address(tx, user.id, Some((provider.name(), &identity.subject)))?;
         users::clear_password(tx, user.id)?;
         sessions::delete_for_user(tx, user.id, None)?;
     }
