@@ -131,6 +131,16 @@ pub fn clear_session_cookie(app: &App) -> String {
     session_cookie(app, "", 0)
 }
 
+/// Gives `session` a new token inside `c` (the old one stops working, and the event streams
+/// opened with it end: `sessions::rotate_token`); the `Set-Cookie` value that carries it. Every
+/// action that ends the user's other sessions calls it: a stolen copy of this session's cookie
+/// is one of the others (issue 37, item 5).
+pub fn renew_token(app: &App, c: &mut impl Sql, session: &Session) -> ApiResult<String> {
+    let (token, max_age) =
+        sessions::rotate_token(c, session.id)?.ok_or_else(|| ApiError::new(Code::Unauthorized))?;
+    Ok(session_cookie(app, &token, max_age))
+}
+
 /// The Auth state (docs/API.md, "Bodies").
 pub fn auth_state(c: &mut impl Sql, user_id: i64, mfa_required: bool) -> ApiResult<Value> {
     let user =

@@ -11,10 +11,12 @@
 //!
 //! On success, in one transaction: the new hash (only if the stored one is still the one just
 //! verified), every other session of the user ends (and with it its event streams), this
-//! session gets a new token (the old cookie stops working; its streams go on), the failed
-//! sign-ins of the address are forgotten, and a mail tells the owner.
+//! session gets a new token (the old cookie stops working, and the streams opened with it end),
+//! the failed sign-ins of the address are forgotten, the reset links mailed before are void,
+//! and a mail tells the owner.
 
 use crate::app::{App, Reply};
+use crate::db::mail_tokens::{self, Purpose};
 use crate::db::{self, outbox, sessions, users};
 use crate::error::{ApiError, ApiResult, Code};
 use crate::http::json::{Email, Fields, Password};
@@ -70,8 +72,11 @@ pub fn change(app: &App, req: &Request) -> ApiResult<Reply> {
     }
     // Deleting the sessions also ends their event streams (trigger).
     let ended = sessions::delete_for_user(&mut tx, user.id, Some(session.id))?;
-    let (token, max_age) = sessions::rotate_token(&mut tx, session.id)?
-        .ok_or_else(|| ApiError::new(Code::Unauthorized))?;
+    let cookie = super::renew_token(app, &mut tx, &session)?;
+    // Reset links mailed before the change would undo it: queued ones go (after any being sent
+    // now, whose token is then committed), then every unused one is void.
+    outbox::drop_queued(&mut tx, "password_reset", user.id, email.as_str())?;
+    mail_tokens::void_unused(&mut tx, user.id, Purpose::PasswordReset)?;
     outbox::enqueue(&mut tx, "password_changed", user.id, &user.email)?;
     // The failed sign-ins guarded the old password; they must not lock out the new one.
     login::clear_failures(&mut tx, &email)?;
@@ -81,7 +86,5 @@ pub fn change(app: &App, req: &Request) -> ApiResult<Reply> {
         ("sessions_ended", ended.into()),
     ];
     super::audit(app, req, Event::PasswordChanged, Some(user.id), &fields);
-    Ok(Response::empty(204)
-        .header("Set-Cookie", super::session_cookie(app, &token, max_age))
-        .into())
+    Ok(Response::empty(204).header("Set-Cookie", cookie).into())
 }

@@ -1,5 +1,6 @@
 //! Proof that whoever holds a session is its owner, for the changes a stolen session cookie must
-//! not make: enrolling, replacing or removing the second factor (issue 15).
+//! not make: enrolling, replacing or removing the second factor (issue 15), and ending the
+//! owner's other sessions (issue 37).
 //!
 //! Proof is either the current password in the body (`"password"`), or a sign-in younger than
 //! `CONSOLED_REAUTH_SECONDS`: the session's own creation, which is a password login, a completed
