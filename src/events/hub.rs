@@ -369,21 +369,12 @@ impl Hub {
         self.end_where(|ix| ix.by_session.get(&session_id), |_| true)
     }
 
-    /// Ends the streams of a session opened with the token of `tag`, which was replaced
-    /// (password change, second factor, other sessions ended).
-    pub fn end_rotated(&self, session_id: i64, tag: u64) -> usize {
+    /// Ends the streams of a session opened with a token whose tag `ended` picks: the token was
+    /// replaced (password change, second factor, other sessions ended) and the session goes on.
+    pub fn end_session_tokens(&self, session_id: i64, ended: impl Fn(u64) -> bool) -> usize {
         self.end_where(
             |ix| ix.by_session.get(&session_id),
-            |scope| matches!(scope, Scope::Session { token_tag, .. } if *token_tag == tag),
-        )
-    }
-
-    /// Ends the streams of a session opened with another token than its `current` one (after
-    /// the listener reconnected: a replacement may have been missed).
-    pub fn end_stale(&self, session_id: i64, current: u64) -> usize {
-        self.end_where(
-            |ix| ix.by_session.get(&session_id),
-            |scope| matches!(scope, Scope::Session { token_tag, .. } if *token_tag != current),
+            |scope| matches!(scope, Scope::Session { token_tag, .. } if ended(*token_tag)),
         )
     }
 

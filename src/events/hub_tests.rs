@@ -125,17 +125,17 @@ fn dropping_the_subscription_cleans_every_index() {
     assert!(ix.by_session.is_empty());
 }
 
-/// A session's token replaced: the streams of the old token end, those of the new one go on;
-/// after a reconnect, those of any token but the current one end.
+/// A session's token replaced: the streams of the old token end, those of the new one and of
+/// other sessions go on (after a reconnect: those of any token but the current one end).
 #[test]
 fn a_replaced_token_ends_only_its_own_streams() {
     let hub = Arc::new(Hub::new());
     let old = tagged(&hub, 1, 7, &[100], 11);
     let new = tagged(&hub, 1, 7, &[100], 22);
     let other = tagged(&hub, 2, 7, &[100], 11);
-    assert_eq!(hub.end_rotated(1, 11), 1);
+    assert_eq!(hub.end_session_tokens(1, |tag| tag == 11), 1);
     assert!(old.signals.ended().is_some());
     assert!(new.signals.ended().is_none() && other.signals.ended().is_none());
-    assert_eq!(hub.end_stale(2, 33), 1);
+    assert_eq!(hub.end_session_tokens(2, |tag| tag != 33), 1);
     assert!(other.signals.ended().is_some() && new.signals.ended().is_none());
 }

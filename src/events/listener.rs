@@ -151,7 +151,7 @@ fn refresh(core: &Core, client: &mut Client) -> Result<(), postgres::Error> {
         match live.get(&id) {
             None => core.hub.end_session(id),
             // Its token may have been replaced meanwhile.
-            Some(tag) => core.hub.end_stale(id, *tag),
+            Some(current) => core.hub.end_session_tokens(id, |tag| tag != *current),
         };
     }
     let live = visibility::live_tokens(client, &tokens)?;
@@ -226,7 +226,7 @@ fn control(core: &Core, client: &mut Client, payload: &str) -> Result<(), postgr
                 return Ok(());
             };
             core.hub.journal.record(Mark::Session(id));
-            core.hub.end_rotated(id, tag);
+            core.hub.end_session_tokens(id, |t| t == tag);
         }
         "t" => {
             core.hub.journal.record(Mark::Token(id));

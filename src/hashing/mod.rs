@@ -22,8 +22,9 @@
 //! before normalisation are of the form as typed: `verify` tries that form too when it differs
 //! (`Verdict::RightAsTyped`), in the same job and for every account alike.
 pub mod fair;
+mod form;
 
-use std::borrow::Cow;
+pub use form::{normalise, Verdict};
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -48,38 +49,6 @@ enum Work {
 enum Done {
     Hashed(Result<String, String>),
     Verified(Verdict),
-}
-
-/// What a password check found.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Verdict {
-    Wrong,
-    Right,
-    /// Right as typed only: the stored hash is of a form that was not normalised (made before
-    /// passwords were); the caller may store the normalised form's hash instead.
-    RightAsTyped,
-}
-
-impl Verdict {
-    pub fn is_right(self) -> bool {
-        self != Verdict::Wrong
-    }
-}
-
-/// The form of a password that is hashed and compared: Unicode NFC (RFC 8265's OpaqueString
-/// profile normalises passwords so; NFKC would also fold characters a user chose on purpose,
-/// such as full-width letters, into others).
-pub fn normalise(password: &str) -> Cow<'_, str> {
-    use unicode_normalization::{is_nfc_quick, IsNormalized, UnicodeNormalization};
-    if is_nfc_quick(password.chars()) == IsNormalized::Yes {
-        return Cow::Borrowed(password);
-    }
-    let nfc: String = password.nfc().collect();
-    if nfc == password {
-        Cow::Borrowed(password)
-    } else {
-        Cow::Owned(nfc)
-    }
 }
 
 /// A waiting job; its reply is `None` when a fairer claim took its place.
@@ -333,7 +302,6 @@ mod tests {
     fn passwords_compare_in_their_normalised_form() {
         let (decomposed, composed) = ("cafe\u{301} au lait", "caf\u{e9} au lait");
         assert_eq!(normalise(decomposed), composed);
-        assert!(matches!(normalise(composed), Cow::Borrowed(_)));
         let h = Hasher::start(1, 4);
         let c = client("10.0.0.3");
         let stored = h.hash(c, decomposed).unwrap();
