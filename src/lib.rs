@@ -25,6 +25,7 @@ pub mod maintenance;
 pub mod metrics;
 pub mod oneshot;
 pub mod ops;
+pub mod ops_listener;
 pub mod ready;
 pub mod router;
 pub mod server;
@@ -46,6 +47,8 @@ use failure::Failure;
 pub struct Service {
     pub app: Arc<App>,
     pub server: server::Server,
+    /// The operations listener, with `CONSOLED_METRICS_LISTEN`.
+    ops: Option<ops_listener::OpsListener>,
     background: Vec<thread::JoinHandle<()>>,
 }
 
@@ -54,10 +57,18 @@ impl Service {
         self.server.addr
     }
 
+    /// Where `/metrics` is served when it is not on `addr` (`CONSOLED_METRICS_LISTEN`).
+    pub fn ops_addr(&self) -> Option<std::net::SocketAddr> {
+        self.ops.as_ref().map(|o| o.addr)
+    }
+
     /// Graceful stop: no new requests, in-flight ones finish, streams end, threads exit.
     pub fn shutdown(self, grace: Duration) {
         let deadline = Instant::now() + grace;
         self.server.shutdown(grace);
+        if let Some(ops) = self.ops {
+            ops.stop();
+        }
         for t in self.background {
             while !t.is_finished() && Instant::now() < deadline {
                 thread::sleep(Duration::from_millis(10));
@@ -126,6 +137,7 @@ fn stream_terms(config: &Config, hub: &events::Hub) -> events::Terms {
 pub fn serve_on(config: Config, listener: std::net::TcpListener) -> Result<Service, Failure> {
     // The mail settings are configuration, checked before waiting on the database.
     let mailer = mail::Mailer::from_config(&config).map_err(Failure::config)?;
+    let ops_socket = config.metrics_listen.map(ops_listener::bind).transpose()?;
     migrate(&config, Duration::from_secs(30))?;
     let (data_keys, csrf_key) = keys::reseal::prepare(&config)?;
     let pool = db::pool(&config)?;
@@ -185,10 +197,15 @@ pub fn serve_on(config: Config, listener: std::net::TcpListener) -> Result<Servi
         app.config.oauth_timeout,
     );
     background.extend(discovery.map_err(spawned)?);
+    let ops = match ops_socket {
+        Some(socket) => Some(ops_listener::start(app.clone(), socket).map_err(spawned)?),
+        None => None,
+    };
     let server = server::Server::start(app.clone(), listener).map_err(|e| e.to_string())?;
     Ok(Service {
         app,
         server,
+        ops,
         background,
     })
 }

@@ -32,8 +32,12 @@ pub struct Metrics {
     pub changes_received: AtomicU64,
     pub changes_dropped: AtomicU64,
     pub listener_reconnects: AtomicU64,
+    /// Mails delivered, except password resets asked for by address (`reset_requests`).
     pub mails_sent: AtomicU64,
     pub mail_failures: AtomicU64,
+    /// Password resets asked for by address, handled: mailed, or dropped for an address without
+    /// an account (never counted apart: issue 37, item 4).
+    pub reset_requests: AtomicU64,
     pub connections_refused: AtomicU64,
     /// Accepted connections whose socket was not known (closed at once; should stay 0).
     pub connections_unguarded: AtomicU64,
@@ -183,8 +187,13 @@ impl Metrics {
             ),
             (
                 "consoled_mails_sent_total",
-                "Mails delivered.",
+                "Mails delivered (reset requests by address are counted apart).",
                 &self.mails_sent,
+            ),
+            (
+                "consoled_reset_requests_total",
+                "Password-reset requests by address handled, whether the address has an account or not.",
+                &self.reset_requests,
             ),
             (
                 "consoled_mail_failures_total",

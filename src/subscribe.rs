@@ -20,7 +20,7 @@ use crate::app::{App, Reply};
 use crate::auth;
 use crate::crypto::token_hash;
 use crate::db::leases::{Credential, Holder, Opened};
-use crate::db::{self, tokens, visibility};
+use crate::db::{self, sessions, tokens, visibility};
 use crate::error::{ApiError, ApiResult, Code};
 use crate::events::journal::Mark;
 use crate::events::{Scope, StreamPlan, Timing};
@@ -95,6 +95,7 @@ fn open(app: &App, req: &Request) -> ApiResult<Reply> {
             let scope = Scope::Session {
                 session_id,
                 user_id,
+                token_tag: sessions::token_tag(&hash),
             };
             (
                 lease,
@@ -119,8 +120,14 @@ fn open(app: &App, req: &Request) -> ApiResult<Reply> {
         let mut c = db::conn(&app.pool)?;
         let still_live = match scope {
             Scope::Token { token_id, .. } => tokens::is_live(&mut *c, token_id)?,
-            Scope::Session { session_id, .. } => {
-                !visibility::live_sessions(&mut *c, &[session_id])?.is_empty()
+            // By the token too: a replaced token keeps the session's id.
+            Scope::Session {
+                session_id,
+                token_tag,
+                ..
+            } => {
+                visibility::live_sessions(&mut *c, &[session_id])?.get(&session_id)
+                    == Some(&token_tag)
             }
         };
         if !still_live {
@@ -159,6 +166,7 @@ fn marks(scope: Scope) -> [Mark; 2] {
         Scope::Session {
             session_id,
             user_id,
+            ..
         } => [Mark::Session(session_id), Mark::User(user_id)],
     }
 }

@@ -337,6 +337,13 @@ fn counted_by_own_address(
     let server = common::binary::Spawned::start(env!("CARGO_BIN_EXE_consoled"), &settings);
     let proxy = start(&bin, server.addr);
     browsers::each_browser_is_counted_by_its_own_address(server.addr, proxy.addr, net);
+    // What the counters say stays internal: the proxy never forwards /metrics to consoled.
+    let r = common::raw_request(proxy.addr, "GET", "/metrics", &[], b"");
+    let body = String::from_utf8_lossy(&r.body);
+    assert!(
+        !body.contains("consoled_"),
+        "{proxy_name} forwarded /metrics"
+    );
 }
 
 /// As `contrib/consoled.env` ships it: `X-Real-IP`.

@@ -28,7 +28,7 @@ mod shares;
 mod slots;
 
 pub use blocks::Blocks;
-pub use budgets::{BudgetError, Budgets, Spent};
+pub use budgets::{BudgetError, Budgets, Claim, Spent};
 pub use connections::{Connections, Full, Place};
 pub use hash_places::{HashGate, HashPlace};
 pub use principals::{PrincipalPlace, Principals};

@@ -12,6 +12,7 @@ use std::collections::HashMap;
 /// Every `CONSOLED_*` variable read outside `crate::limits`.
 pub const SETTINGS: &[&str] = &[
     "CONSOLED_LISTEN",
+    "CONSOLED_METRICS_LISTEN",
     "CONSOLED_BASE_URL",
     "CONSOLED_CONSOLE_URL",
     "CONSOLED_COOKIE_SECURE",

@@ -52,6 +52,8 @@ pub struct Config {
     /// cannot carry them: each statement is then sent unnamed (docs/OPERATIONS.md, "PgBouncer").
     pub db_keep_statements: bool,
     pub listen: SocketAddr,
+    /// `CONSOLED_METRICS_LISTEN`: where `/metrics` is served instead of `listen` (`ops_listener`).
+    pub metrics_listen: Option<SocketAddr>,
     pub base_url: String,
     pub console_url: String,
     pub cookie_secure: bool,
@@ -137,6 +139,7 @@ impl fmt::Debug for Config {
             )
             .field("db_keep_statements", &self.db_keep_statements)
             .field("listen", &self.listen)
+            .field("metrics_listen", &self.metrics_listen)
             .field("base_url", &self.base_url)
             .field("console_url", &self.console_url)
             .field("cookie_secure", &self.cookie_secure)
@@ -232,6 +235,7 @@ impl Config {
             database_url,
             database_direct_url: env.get("CONSOLED_DATABASE_DIRECT_URL"),
             listen,
+            metrics_listen: env.optional("CONSOLED_METRICS_LISTEN")?,
             base_url: base_url.clone(),
             console_url,
             cookie_secure: env.bool("CONSOLED_COOKIE_SECURE", true)?,

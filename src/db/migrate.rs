@@ -47,6 +47,11 @@ pub const MIGRATIONS: &[(i32, &str, &str)] = &[
         include_str!("../../migrations/0008_open_streams_counts.sql"),
     ),
     (
+        9,
+        "0009_attack_defences.sql",
+        include_str!("../../migrations/0009_attack_defences.sql"),
+    ),
+    (
         13,
         "0013_oidc_identities.sql",
         include_str!("../../migrations/0013_oidc_identities.sql"),

@@ -77,6 +77,21 @@ pub fn delete(c: &mut impl Sql, id: i64) -> Result<(), postgres::Error> {
     Ok(())
 }
 
+/// Drops the queued mails of `kind` to the user `user_id` or to `recipient` (queued by address).
+/// A row that is being sent is waited for (its sender holds it), so that the token that mail
+/// carries has committed when this returns, and a later look sees it.
+pub fn drop_queued(
+    c: &mut impl Sql,
+    kind: &str,
+    user_id: i64,
+    recipient: &str,
+) -> Result<u64, postgres::Error> {
+    c.execute(
+        "DELETE FROM outbox WHERE kind = $1 AND (user_id = $2 OR recipient = $3)",
+        &[&kind, &user_id, &recipient],
+    )
+}
+
 /// Records a failed attempt and when to try again. `error` must not contain a secret.
 pub fn defer(
     c: &mut impl Sql,

@@ -230,8 +230,10 @@ pub fn delete_public(
 }
 
 /// Gives a session a new token (the old one stops working at once) and returns it with the
-/// seconds left to the session's absolute end, for the new cookie. The session keeps its id,
-/// so its event streams go on.
+/// seconds left to the session's absolute end, for the new cookie. The session keeps its id
+/// and its place in the owner's list; the event streams opened with the old token end on every
+/// instance (trigger `sessions_rotated`), and a browser's `EventSource` reconnects with the new
+/// cookie.
 pub fn rotate_token(c: &mut impl Sql, id: i64) -> Result<Option<(String, u64)>, postgres::Error> {
     let token = new_token();
     let row = c.query_opt(
@@ -240,4 +242,13 @@ pub fn rotate_token(c: &mut impl Sql, id: i64) -> Result<Option<(String, u64)>, 
         &[&id, &token_hash(&token)],
     )?;
     Ok(row.map(|r| (token, r.get::<_, f64>(0) as u64)))
+}
+
+/// What names the token a stream was opened with, without the token: the first 8 bytes of its
+/// stored hash (`token_hash`), as the `sessions_rotated` trigger sends them.
+pub fn token_tag(hash: &[u8]) -> u64 {
+    let mut first = [0u8; 8];
+    let n = hash.len().min(8);
+    first[..n].copy_from_slice(&hash[..n]);
+    u64::from_be_bytes(first)
 }

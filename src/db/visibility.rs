@@ -25,10 +25,17 @@ pub fn org_of_project(c: &mut impl Sql, project_id: i64) -> Result<Option<i64>, 
     Ok(row.map(|r| r.get(0)))
 }
 
-/// The given sessions that still exist.
-pub fn live_sessions(c: &mut impl Sql, ids: &[i64]) -> Result<Vec<i64>, postgres::Error> {
-    let rows = c.query("SELECT id FROM sessions WHERE id = ANY($1)", &[&ids])?;
-    Ok(rows.iter().map(|r| r.get(0)).collect())
+/// The given sessions that still exist, each with the tag of its current token
+/// (`sessions::token_tag`).
+pub fn live_sessions(c: &mut impl Sql, ids: &[i64]) -> Result<HashMap<i64, u64>, postgres::Error> {
+    let rows = c.query(
+        "SELECT id, substring(token_hash FROM 1 FOR 8) FROM sessions WHERE id = ANY($1)",
+        &[&ids],
+    )?;
+    Ok(rows
+        .iter()
+        .map(|r| (r.get(0), super::sessions::token_tag(r.get(1))))
+        .collect())
 }
 
 /// The given API tokens that exist and are not revoked.

@@ -19,8 +19,17 @@ use super::stream::{End, Msg, Signals};
 /// Whose stream it is.
 #[derive(Debug, Clone, Copy)]
 pub enum Scope {
-    Token { token_id: i64, project_id: i64 },
-    Session { session_id: i64, user_id: i64 },
+    Token {
+        token_id: i64,
+        project_id: i64,
+    },
+    Session {
+        session_id: i64,
+        user_id: i64,
+        /// The token the stream was opened with (`db::sessions::token_tag`): a session keeps its
+        /// id when its token is replaced, and the streams of the old token end then.
+        token_tag: u64,
+    },
 }
 
 struct Sub {
@@ -181,6 +190,7 @@ impl Hub {
             Scope::Session {
                 session_id,
                 user_id,
+                ..
             } => {
                 add(&mut ix.by_session, session_id, id);
                 let user = ix.users.entry(user_id).or_default();
@@ -214,6 +224,7 @@ impl Hub {
             Scope::Session {
                 session_id,
                 user_id,
+                ..
             } => {
                 remove(&mut ix.by_session, session_id, &id);
                 let gone = ix.users.get_mut(&user_id).is_some_and(|u| {
@@ -355,20 +366,34 @@ impl Hub {
 
     /// Ends the streams of a session (logout, reset, expiry).
     pub fn end_session(&self, session_id: i64) -> usize {
-        self.end_where(|ix| ix.by_session.get(&session_id))
+        self.end_where(|ix| ix.by_session.get(&session_id), |_| true)
+    }
+
+    /// Ends the streams of a session opened with a token whose tag `ended` picks: the token was
+    /// replaced (password change, second factor, other sessions ended) and the session goes on.
+    pub fn end_session_tokens(&self, session_id: i64, ended: impl Fn(u64) -> bool) -> usize {
+        self.end_where(
+            |ix| ix.by_session.get(&session_id),
+            |scope| matches!(scope, Scope::Session { token_tag, .. } if ended(*token_tag)),
+        )
     }
 
     /// Ends the streams of an API token (revoked or deleted).
     pub fn end_token(&self, token_id: i64) -> usize {
-        self.end_where(|ix| ix.by_token.get(&token_id))
+        self.end_where(|ix| ix.by_token.get(&token_id), |_| true)
     }
 
-    fn end_where(&self, pick: impl Fn(&Index) -> Option<&HashSet<u64>>) -> usize {
+    fn end_where(
+        &self,
+        pick: impl Fn(&Index) -> Option<&HashSet<u64>>,
+        and: impl Fn(&Scope) -> bool,
+    ) -> usize {
         let ix = self.lock();
         let subs: Vec<Arc<Sub>> = pick(&ix)
             .into_iter()
             .flatten()
             .filter_map(|id| ix.subs.get(id).cloned())
+            .filter(|sub| and(&sub.scope))
             .collect();
         drop(ix);
         subs.iter().for_each(|s| s.signals.end(End::Revoked));

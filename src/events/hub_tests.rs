@@ -16,10 +16,15 @@ fn received(sub: &Subscription) -> usize {
 }
 
 fn session(hub: &Arc<Hub>, session_id: i64, user_id: i64, orgs: &[i64]) -> Subscription {
+    tagged(hub, session_id, user_id, orgs, 0)
+}
+
+fn tagged(hub: &Arc<Hub>, session_id: i64, user_id: i64, orgs: &[i64], tag: u64) -> Subscription {
     let (sub, load) = hub.subscribe(
         Scope::Session {
             session_id,
             user_id,
+            token_tag: tag,
         },
         8,
     );
@@ -65,6 +70,7 @@ fn a_stale_org_read_never_overwrites_a_newer_one() {
         Scope::Session {
             session_id: 1,
             user_id: 7,
+            token_tag: 0,
         },
         8,
     );
@@ -117,4 +123,19 @@ fn dropping_the_subscription_cleans_every_index() {
     let ix = hub.lock();
     assert!(ix.subs.is_empty() && ix.users.is_empty() && ix.by_org.is_empty());
     assert!(ix.by_session.is_empty());
+}
+
+/// A session's token replaced: the streams of the old token end, those of the new one and of
+/// other sessions go on (after a reconnect: those of any token but the current one end).
+#[test]
+fn a_replaced_token_ends_only_its_own_streams() {
+    let hub = Arc::new(Hub::new());
+    let old = tagged(&hub, 1, 7, &[100], 11);
+    let new = tagged(&hub, 1, 7, &[100], 22);
+    let other = tagged(&hub, 2, 7, &[100], 11);
+    assert_eq!(hub.end_session_tokens(1, |tag| tag == 11), 1);
+    assert!(old.signals.ended().is_some());
+    assert!(new.signals.ended().is_none() && other.signals.ended().is_none());
+    assert_eq!(hub.end_session_tokens(2, |tag| tag != 33), 1);
+    assert!(other.signals.ended().is_some() && new.signals.ended().is_none());
 }

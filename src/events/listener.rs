@@ -147,8 +147,12 @@ fn refresh(core: &Core, client: &mut Client) -> Result<(), postgres::Error> {
     }
     let (sessions, tokens) = core.hub.principals();
     let live = visibility::live_sessions(client, &sessions)?;
-    for id in sessions.iter().filter(|id| !live.contains(id)) {
-        core.hub.end_session(*id);
+    for id in sessions {
+        match live.get(&id) {
+            None => core.hub.end_session(id),
+            // Its token may have been replaced meanwhile.
+            Some(current) => core.hub.end_session_tokens(id, |tag| tag != *current),
+        };
     }
     let live = visibility::live_tokens(client, &tokens)?;
     for id in tokens.iter().filter(|id| !live.contains(id)) {
@@ -200,13 +204,14 @@ fn change(core: &Core, client: &mut Client, payload: &str) -> Result<(), postgre
     Ok(())
 }
 
-/// `s:<session id>`, `t:<token id>`: end those streams. `u:<user id>`: the user's memberships
-/// changed; reload them before routing the change that follows.
+/// `s:<session id>`, `t:<token id>`: end those streams. `r:<session id>:<tag>`: the session's
+/// token was replaced; end the streams opened with the old one (`tag`, 16 hex digits).
+/// `u:<user id>`: the user's memberships changed; reload them before routing the change that
+/// follows.
 fn control(core: &Core, client: &mut Client, payload: &str) -> Result<(), postgres::Error> {
-    let Some((kind, id)) = payload
-        .split_once(':')
-        .and_then(|(k, id)| Some((k, id.parse::<i64>().ok()?)))
-    else {
+    let (kind, rest) = payload.split_once(':').unwrap_or((payload, ""));
+    let (id, tag) = rest.split_once(':').unwrap_or((rest, ""));
+    let Ok(id) = id.parse::<i64>() else {
         log::warn!("ignored a malformed control notification");
         return Ok(());
     };
@@ -214,6 +219,14 @@ fn control(core: &Core, client: &mut Client, payload: &str) -> Result<(), postgr
         "s" => {
             core.hub.journal.record(Mark::Session(id));
             core.hub.end_session(id);
+        }
+        "r" => {
+            let Ok(tag) = u64::from_str_radix(tag, 16) else {
+                log::warn!("ignored a malformed control notification");
+                return Ok(());
+            };
+            core.hub.journal.record(Mark::Session(id));
+            core.hub.end_session_tokens(id, |t| t == tag);
         }
         "t" => {
             core.hub.journal.record(Mark::Token(id));

@@ -7,6 +7,7 @@ pub mod cookies;
 pub mod csrf;
 pub mod framing;
 pub mod json;
+pub mod names;
 pub mod net;
 pub mod refusal;
 pub mod user_agent;

@@ -116,6 +116,18 @@ fn deliver_next(app: &App, mailer: &Mailer, client: &mut Client) -> Result<bool,
         return Ok(false);
     };
     match attempt(app, mailer, &mut tx, &due)? {
+        // A reset asked for by address (`forgot`): mailed, or dropped because the address has
+        // no account. Which of the two is neither counted nor logged apart (issue 37, item 4):
+        // whoever asked must not learn it, through the metrics or anyone who reads the log.
+        Outcome::Sent | Outcome::Obsolete if due.user_id.is_none() => {
+            outbox::delete(&mut tx, due.id)?;
+            app.metrics.reset_requests.fetch_add(1, Ordering::Relaxed);
+            log::info!(
+                "reset request handled kind={} outbox_id={}",
+                due.kind,
+                due.id
+            );
+        }
         Outcome::Sent => {
             outbox::delete(&mut tx, due.id)?;
             app.metrics.mails_sent.fetch_add(1, Ordering::Relaxed);
@@ -141,8 +153,15 @@ fn attempt(
 ) -> Result<Outcome, postgres::Error> {
     let user = match due.user_id {
         Some(id) => users::find(tx, id)?,
-        // Queued by address (password forgot): the account is looked up only now.
-        None => users::find_by_email(tx, &Email::normalise(&due.recipient))?,
+        // Queued by address (password forgot): the account is looked up only now, once the mail
+        // server answers. So an outage fails (counted, logged, retried) the requests of every
+        // address alike, not only of those that have an account.
+        None => {
+            if let Err(e) = mailer.probe() {
+                return Ok(Outcome::Failed(e));
+            }
+            users::find_by_email(tx, &Email::normalise(&due.recipient))?
+        }
     };
     let obsolete = match due.kind.as_str() {
         "verify_email" => user.as_ref().is_none_or(|u| u.email_verified),

@@ -88,6 +88,17 @@ pub(super) fn template(kind: &str, console_url: &str, link: Option<String>) -> O
             link: sign_in,
             outro: "If it was you, there is nothing to do.",
         },
+        "mfa_removed" => Mail {
+            subject: "Two-factor sign-in was removed",
+            intro: "The address of your console account was just confirmed (a password reset, or \
+                    a sign-in through Google or GitHub), and the two-factor sign-in that had been \
+                    set up before the address was confirmed was removed: whoever set it up had \
+                    not shown that the address is theirs. Set it up again from your account once \
+                    you are signed in:",
+            link: sign_in,
+            outro: "If you set it up yourself before confirming the address, this is why it is \
+                    gone.",
+        },
         "mfa_disabled" => Mail {
             subject: "Two-factor sign-in was disabled",
             intro: "Two-factor sign-in was disabled on your console account. If this wasn't you, \
@@ -111,6 +122,7 @@ mod tests {
             "password_reset",
             "mfa_enabled",
             "mfa_disabled",
+            "mfa_removed",
             "mfa_recovery_codes",
             "password_changed",
         ] {

@@ -11,9 +11,10 @@
 //!    its `default` project (as at signup).
 //!
 //! Linking to an account whose own address was never verified proves the address: that
-//! account's password is removed, its sessions end and every other link goes (see
-//! `auth::prove_address`): whoever created them never proved they own the address, while the
-//! person now signing in has (the "pre-hijacked account" attack).
+//! account's password is removed, its sessions end, every other link goes, and so do a second
+//! factor and device cookies enrolled before (see `auth::take_over_address`): whoever created
+//! them never proved they own the address, while the person now signing in has (the
+//! "pre-hijacked account" attack).
 //!
 //! Whatever the case, an address that signs in only through another provider (`policy`) is
 //! refused, both the provider's and that of the account it would enter; a refusal leaves nothing
@@ -28,6 +29,7 @@ use crate::auth;
 use crate::db::users::{self, User};
 use crate::db::{self, identities, orgs, sessions};
 use crate::http::json::Email;
+use crate::http::names;
 use crate::http::{Request, Response};
 
 /// Finds or creates the user, starts a session, and redirects to the console (to the second
@@ -97,7 +99,7 @@ fn link_existing(
 ) -> Result<User, Declined> {
     link(tx, provider, identity, user.id)?;
     if !user.email_verified {
-        auth::prove_address(tx, user.id, Some((provider.link_key(), &identity.subject)))?;
+        auth::take_over_address(tx, user.id, Some((provider.link_key(), &identity.subject)))?;
         users::clear_password(tx, user.id)?;
         sessions::delete_for_user(tx, user.id, None)?;
     }
@@ -135,13 +137,17 @@ fn link(
     }
 }
 
-/// The provider's name within signup's rules (1 to 100 characters, no control characters), or
-/// the address's local part when the provider has none.
+/// The provider's name within signup's rules (1 to 100 characters, no control characters, no
+/// bidirectional overrides or isolates, something visible: `http::names`), or the address's
+/// local part when the provider has none.
 fn display_name(provided: &str, email: &Email) -> String {
-    let clean: String = provided.chars().filter(|c| !c.is_control()).collect();
+    let clean: String = provided
+        .chars()
+        .filter(|c| !c.is_control() && !names::is_bidi_control(*c))
+        .collect();
     let name: String = clean.trim().chars().take(100).collect();
     let name = name.trim();
-    if !name.is_empty() {
+    if names::refusal(name).is_none() {
         return name.to_string();
     }
     let local = email.as_str().split('@').next().unwrap_or_default();
@@ -158,6 +164,8 @@ mod tests {
         assert_eq!(display_name("  Ada\u{7} Lovelace ", &email), "Ada Lovelace");
         assert_eq!(display_name("", &email), "ada.l");
         assert_eq!(display_name(" \n ", &email), "ada.l");
+        assert_eq!(display_name("\u{202e}Ada", &email), "Ada");
+        assert_eq!(display_name("\u{200b}\u{3164}", &email), "ada.l");
         assert_eq!(display_name(&"é".repeat(150), &email).chars().count(), 100);
     }
 }
