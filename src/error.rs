@@ -16,9 +16,14 @@ pub enum Code {
     CsrfInvalid,
     ReauthRequired,
     Forbidden,
+    SignupClosed,
+    DomainNotAllowed,
     NotFound,
     MethodNotAllowed,
     EmailTaken,
+    NameTaken,
+    AlreadyMember,
+    LastOwner,
     PayloadTooLarge,
     UnsupportedMediaType,
     HeaderTooLarge,
@@ -41,9 +46,14 @@ impl Code {
             Code::CsrfInvalid => "csrf_invalid",
             Code::ReauthRequired => "reauth_required",
             Code::Forbidden => "forbidden",
+            Code::SignupClosed => "signup_closed",
+            Code::DomainNotAllowed => "domain_not_allowed",
             Code::NotFound => "not_found",
             Code::MethodNotAllowed => "method_not_allowed",
             Code::EmailTaken => "email_taken",
+            Code::NameTaken => "name_taken",
+            Code::AlreadyMember => "already_member",
+            Code::LastOwner => "last_owner",
             Code::PayloadTooLarge => "payload_too_large",
             Code::UnsupportedMediaType => "unsupported_media_type",
             Code::HeaderTooLarge => "header_too_large",
@@ -62,10 +72,14 @@ impl Code {
             | Code::InvalidCredentials
             | Code::InvalidCode
             | Code::MfaRequired => 401,
-            Code::CsrfInvalid | Code::ReauthRequired | Code::Forbidden => 403,
+            Code::CsrfInvalid
+            | Code::ReauthRequired
+            | Code::Forbidden
+            | Code::SignupClosed
+            | Code::DomainNotAllowed => 403,
             Code::NotFound => 404,
             Code::MethodNotAllowed => 405,
-            Code::EmailTaken => 409,
+            Code::EmailTaken | Code::NameTaken | Code::AlreadyMember | Code::LastOwner => 409,
             Code::PayloadTooLarge => 413,
             Code::UnsupportedMediaType => 415,
             Code::HeaderTooLarge => 431,
@@ -89,9 +103,14 @@ impl Code {
                 "Confirm it is you: send your current password, or sign in again."
             }
             Code::Forbidden => "Your role in this organization does not allow this.",
+            Code::SignupClosed => "Sign-up is closed on this service.",
+            Code::DomainNotAllowed => "Accounts of this email domain cannot be made here.",
             Code::NotFound => "Not found.",
             Code::MethodNotAllowed => "Method not allowed.",
             Code::EmailTaken => "An account with this email address exists already.",
+            Code::NameTaken => "This name is taken in the organization.",
+            Code::AlreadyMember => "This person is a member of the organization already.",
+            Code::LastOwner => "An organization keeps at least one owner.",
             Code::PayloadTooLarge => "The request body is larger than 64 KiB.",
             Code::UnsupportedMediaType => "The request body must be application/json.",
             Code::HeaderTooLarge => "The request head is too large.",

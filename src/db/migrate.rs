@@ -46,6 +46,11 @@ pub const MIGRATIONS: &[(i32, &str, &str)] = &[
         "0008_open_streams_counts.sql",
         include_str!("../../migrations/0008_open_streams_counts.sql"),
     ),
+    (
+        11,
+        "0011_teams.sql",
+        include_str!("../../migrations/0011_teams.sql"),
+    ),
 ];
 
 /// An arbitrary constant naming our lock in `pg_advisory_lock`.

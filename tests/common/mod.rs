@@ -8,6 +8,7 @@ pub mod fake_idp;
 pub mod pgcount;
 pub mod smtp;
 pub mod sse;
+pub mod teams;
 pub mod webdriver;
 
 use std::collections::HashMap;
