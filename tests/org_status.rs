@@ -297,3 +297,47 @@ fn a_role_change_is_announced_and_enforced_at_once() {
     )
     .expect_error(403, "forbidden");
 }
+
+/// The status is the database's: set by any tool (here SQL, as the operator's own tooling
+/// might), it reaches open streams as the command's does. Issue 32: on the landed main a member
+/// of a suspended organization still received its changes and its tokens still streamed.
+#[test]
+fn a_status_set_in_the_database_stops_streams_and_tokens_too() {
+    let server = TestServer::start();
+    let mut client = server.client();
+    let (_, state) = client.signup();
+    let org = state["organizations"][0]["id"].as_i64().unwrap();
+    let project = project_of(&state);
+    let cookie = format!("svc_session={}", client.cookies["svc_session"]);
+    let secret = cli(&["token", "create", "--project", &project.to_string()])["token"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let bearer = format!("Bearer {secret}");
+    let mut tokens = sse::open(server.addr, &[("Authorization", &bearer)]);
+    assert_eq!(tokens.next(T), Ev::Ready);
+    let mut stream = sse::open(server.addr, &[("Cookie", &cookie)]);
+    assert_eq!(stream.next(T), Ev::Ready);
+
+    db().execute(
+        "UPDATE organizations SET status = 'suspended' WHERE id = $1",
+        &[&org],
+    )
+    .unwrap();
+    assert!(tokens.wait_end(Duration::from_secs(1)).is_some());
+    assert_eq!(stream.change(T)["type"], "organization");
+    emit("server", next_id(), Some(project), Some(org));
+    let user = state["user"]["id"].as_i64().unwrap();
+    db().execute(
+        "SELECT consoled_notify_change('user', $1, 'update')",
+        &[&user],
+    )
+    .unwrap();
+    // The user's own change follows: what came first would be the organization's.
+    let after = stream.change(T);
+    assert_eq!(after["type"], "user", "{after}");
+    assert_eq!(
+        sse::open(server.addr, &[("Authorization", &bearer)]).status,
+        403
+    );
+}
