@@ -538,3 +538,70 @@ fn team_creation_is_rate_limited_per_user() {
     let mut bob = Person::verified(&server);
     bob.team("Bob's");
 }
+
+fn consoled(args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_consoled"))
+        .args(args)
+        .env("DATABASE_URL", database_url())
+        .env("RUST_LOG", "warn")
+        .output()
+        .expect("run consoled")
+}
+
+/// `consoled invitation create --org ID --role ROLE` mails an invitation as an owner's would
+/// (not counted against the organization's limit); what it cannot do, it refuses by name.
+#[test]
+fn the_operator_invites_into_an_organization() {
+    let server = server_with(&[("CONSOLED_INVITATIONS_PER_ORG", "1")]);
+    let mut ada = Person::verified(&server);
+    let org = ada.team("The operator's");
+    ada.invite(org, &unique_email(), "viewer");
+    let mut bob = Person::verified(&server);
+    let out = consoled(&[
+        "invitation",
+        "create",
+        "--email",
+        &bob.email,
+        "--org",
+        &org.to_string(),
+        "--role",
+        "admin",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let printed: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(printed["org_id"], org);
+    assert_eq!(printed["role"], "admin");
+    assert_eq!(printed["invited_by"], Value::Null);
+    let token = invitation_token(&bob.email, 1);
+    let r = bob.accept(&token);
+    r.expect(200);
+    assert_eq!(r.json()["role"], "admin");
+
+    let personal = ada.personal_org.to_string();
+    let email = unique_email();
+    let refusals: [(&[&str], &str); 5] = [
+        (&["--email", &email, "--org", &personal], "personal"),
+        (&["--email", &email, "--org", "999999999"], "does not exist"),
+        (
+            &["--email", &email, "--org", &personal, "--role", "boss"],
+            "--role",
+        ),
+        (
+            &["--email", &email, "--role", "admin"],
+            "--role needs --org",
+        ),
+        (&["--email", "not-an-address"], "not an email address"),
+    ];
+    for (args, says) in refusals {
+        let mut all = vec!["invitation", "create"];
+        all.extend_from_slice(args);
+        let out = consoled(&all);
+        assert!(!out.status.success(), "{all:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains(says), "{all:?}: {stderr}");
+    }
+}
