@@ -47,13 +47,16 @@ pub fn change_role(app: &App, req: &Request) -> ApiResult<Reply> {
     }
     members::set_role(&mut tx, org_id, target, role)?;
     tx.commit()?;
-    let fields = [
-        ("org_id", org_id.into()),
-        ("member_id", target.into()),
-        ("from", member.role.as_str().into()),
-        ("to", role.as_str().into()),
-    ];
-    auth::audit(app, req, Event::MemberRoleChanged, Some(user), &fields);
+    // The same role again changes nothing: nothing announced, nothing logged.
+    if member.role != role {
+        let fields = [
+            ("org_id", org_id.into()),
+            ("member_id", target.into()),
+            ("from", member.role.as_str().into()),
+            ("to", role.as_str().into()),
+        ];
+        auth::audit(app, req, Event::MemberRoleChanged, Some(user), &fields);
+    }
     member.role = role;
     json(200, &member.to_json())
 }
