@@ -23,7 +23,9 @@ CREATE TABLE invitations (
 CREATE INDEX invitations_org_idx ON invitations (org_id, email);
 CREATE INDEX invitations_email_idx ON invitations (email);
 
--- The invitation an outbox row mails; cancelling the invitation drops its unsent mail.
+-- The invitation an outbox row mails. A cancelled invitation is ended, not deleted (deleting it
+-- here would wait for a sender holding the outbox row, which waits for the invitation: a
+-- deadlock); the sender drops its mail as obsolete. The cascade serves the daily purge.
 ALTER TABLE outbox ADD COLUMN invitation_id bigint REFERENCES invitations (id) ON DELETE CASCADE;
 
 -- 2. An organization's status reaches every instance at once. A suspended or closed

@@ -1,6 +1,12 @@
 //! Table `invitations`: an address invited to an organization with a role (or, from the operator,
 //! to sign up at all). The mailed link's token is minted when the mail is sent (`set_token`) and
 //! only its SHA-256 is kept; a link works once, for `LIFETIME`.
+//!
+//! A cancelled or replaced invitation is not deleted but ended (its `expires_at` set to now), and
+//! its queued mail is left to the sender, which finds it obsolete: deleting it would delete the
+//! outbox row too (the foreign key), waiting for a sender that holds that row and in turn waits
+//! for the invitation (a deadlock, found by schemathesis). Ended rows go a day later
+//! (`purge_dead`).
 
 use std::time::Duration;
 
@@ -56,7 +62,7 @@ impl Invitation {
 }
 
 /// Invites `email` with `role`, replacing an open invitation of the same address to the same
-/// organization (its link stops working; its unsent mail goes).
+/// organization (its link stops working; its mail, unsent, is not sent).
 pub fn create(
     c: &mut impl Sql,
     org_id: Option<i64>,
@@ -65,8 +71,9 @@ pub fn create(
     invited_by: Option<i64>,
 ) -> Result<Invitation, postgres::Error> {
     c.execute(
-        "DELETE FROM invitations
-          WHERE org_id IS NOT DISTINCT FROM $1 AND email = $2 AND accepted_at IS NULL",
+        "UPDATE invitations SET expires_at = now()
+          WHERE org_id IS NOT DISTINCT FROM $1 AND email = $2
+            AND accepted_at IS NULL AND expires_at > now()",
         &[&org_id, &email.as_str()],
     )?;
     let sql = format!(
@@ -98,10 +105,12 @@ pub fn list_open(c: &mut impl Sql, org_id: i64) -> Result<Vec<Invitation>, postg
         .collect())
 }
 
-/// Cancels an open invitation of the organization; false when it has none with that id.
+/// Cancels an open invitation of the organization (ends it; see the module's note); false when
+/// it has none with that id.
 pub fn cancel(c: &mut impl Sql, org_id: i64, id: i64) -> Result<bool, postgres::Error> {
     let n = c.execute(
-        "DELETE FROM invitations WHERE id = $1 AND org_id = $2 AND accepted_at IS NULL",
+        "UPDATE invitations SET expires_at = now()
+          WHERE id = $1 AND org_id = $2 AND accepted_at IS NULL AND expires_at > now()",
         &[&id, &org_id],
     )?;
     Ok(n == 1)
@@ -169,15 +178,17 @@ pub fn to_mail(c: &mut impl Sql, id: i64) -> Result<Option<Mailing>, postgres::E
     }))
 }
 
-/// Mints the link's token and keeps its hash; returns the token (for the mail only). A newer
-/// token replaces an older one (a mail sent again).
-pub fn set_token(c: &mut impl Sql, id: i64) -> Result<String, postgres::Error> {
+/// Mints the link's token and keeps its hash, while the invitation is open; returns the token
+/// (for the mail only), or `None` when it was used, cancelled or replaced meanwhile (the update
+/// looks at the row again after any lock it waited for). A newer token replaces an older one.
+pub fn set_token(c: &mut impl Sql, id: i64) -> Result<Option<String>, postgres::Error> {
     let token = new_token();
-    c.execute(
-        "UPDATE invitations SET token_hash = $2 WHERE id = $1",
+    let n = c.execute(
+        "UPDATE invitations SET token_hash = $2
+          WHERE id = $1 AND accepted_at IS NULL AND expires_at > now()",
         &[&id, &token_hash(&token)],
     )?;
-    Ok(token)
+    Ok((n == 1).then_some(token))
 }
 
 /// Deletes invitations used or expired more than a day ago.

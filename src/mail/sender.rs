@@ -230,7 +230,10 @@ fn invitation_mail(
     let Some(invite) = invitations::to_mail(c, id)? else {
         return Ok(Built::Obsolete);
     };
-    let token = invitations::set_token(c, id)?;
+    // Cancelled or replaced since: no mail.
+    let Some(token) = invitations::set_token(c, id)? else {
+        return Ok(Built::Obsolete);
+    };
     let link = format!("{}/invitation?token={token}", app.config.console_url);
     Ok(Built::Ready(
         super::templates::invitation(link.clone(), &invite),
