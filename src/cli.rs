@@ -1,5 +1,6 @@
 //! Command line: `serve` (default), `migrate`, `project create`, `token create|list|revoke`,
-//! `keys generate|rotate`, `mfa reset`, `emit`, `--version`. Every command reads DATABASE_URL and
+//! `keys generate|rotate`, `mfa reset`, `org suspend|resume`, `invitation create`, `emit`,
+//! `--version`. Every command reads DATABASE_URL and
 //! prints JSON on stdout. The arguments are checked (and `--help`, `--version` answered) before the
 //! configuration is read, so a typo never waits on a database. Only `serve` and `migrate` change
 //! the schema: the other commands refuse a database whose migrations are behind this binary, so
@@ -8,6 +9,7 @@
 
 mod commands;
 mod keys;
+mod teams;
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -101,6 +103,9 @@ pub fn run(
         ["token", "revoke"] => token_revoke(config, flags),
         ["keys", "rotate"] => keys::rotate(config),
         ["mfa", "reset"] => keys::mfa_reset(config, flags),
+        ["org", "suspend"] => teams::suspend(config, flags),
+        ["org", "resume"] => teams::resume(config, flags),
+        ["invitation", "create"] => teams::invite(config, flags),
         ["emit"] => emit(config, flags),
         _ => Err(unknown_command(command.words).into()),
     }

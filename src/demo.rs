@@ -2,9 +2,11 @@
 //! flow a console front end implements (CSRF cookie and header, signup, login, second factor,
 //! session, and an `EventSource` on `/v1/events`), with the second factor turned on (the key as
 //! a link, text and a QR code drawn by `demo/qr.js`; the recovery codes shown once) and off, and
-//! the verification mail sent again. The same page answers `/verify-email` and
-//! `/reset-password`, where the mails link to, and there finishes verification (or says that the
-//! link was used) or sets a new password with the link's token.
+//! the verification mail sent again, and teams (an organization made, members invited, their
+//! roles changed, projects). The same page answers `/verify-email`, `/reset-password` and
+//! `/invitation`, where the mails link to, and there finishes verification (or says that the link
+//! was used), sets a new password with the link's token, or accepts an invitation (signing up
+//! through it when signed out).
 //!
 //! Its one inline `<script>` and one inline `<style>` carry a fresh random nonce per response, and
 //! the Content-Security-Policy allows nothing else: no other script or style, no inline event

@@ -17,9 +17,14 @@ pub enum Code {
     ReauthRequired,
     Forbidden,
     SsoRequired,
+    SignupClosed,
+    DomainNotAllowed,
     NotFound,
     MethodNotAllowed,
     EmailTaken,
+    NameTaken,
+    AlreadyMember,
+    LastOwner,
     PayloadTooLarge,
     UnsupportedMediaType,
     HeaderTooLarge,
@@ -43,9 +48,14 @@ impl Code {
             Code::ReauthRequired => "reauth_required",
             Code::Forbidden => "forbidden",
             Code::SsoRequired => "sso_required",
+            Code::SignupClosed => "signup_closed",
+            Code::DomainNotAllowed => "domain_not_allowed",
             Code::NotFound => "not_found",
             Code::MethodNotAllowed => "method_not_allowed",
             Code::EmailTaken => "email_taken",
+            Code::NameTaken => "name_taken",
+            Code::AlreadyMember => "already_member",
+            Code::LastOwner => "last_owner",
             Code::PayloadTooLarge => "payload_too_large",
             Code::UnsupportedMediaType => "unsupported_media_type",
             Code::HeaderTooLarge => "header_too_large",
@@ -64,10 +74,15 @@ impl Code {
             | Code::InvalidCredentials
             | Code::InvalidCode
             | Code::MfaRequired => 401,
-            Code::CsrfInvalid | Code::ReauthRequired | Code::Forbidden | Code::SsoRequired => 403,
+            Code::CsrfInvalid
+            | Code::ReauthRequired
+            | Code::Forbidden
+            | Code::SsoRequired
+            | Code::SignupClosed
+            | Code::DomainNotAllowed => 403,
             Code::NotFound => 404,
             Code::MethodNotAllowed => 405,
-            Code::EmailTaken => 409,
+            Code::EmailTaken | Code::NameTaken | Code::AlreadyMember | Code::LastOwner => 409,
             Code::PayloadTooLarge => 413,
             Code::UnsupportedMediaType => 415,
             Code::HeaderTooLarge => 431,
@@ -94,9 +109,14 @@ impl Code {
             Code::SsoRequired => {
                 "This address signs in only through its organization's identity provider."
             }
+            Code::SignupClosed => "Sign-up is closed on this service.",
+            Code::DomainNotAllowed => "Accounts of this email domain cannot be made here.",
             Code::NotFound => "Not found.",
             Code::MethodNotAllowed => "Method not allowed.",
             Code::EmailTaken => "An account with this email address exists already.",
+            Code::NameTaken => "This name is taken in the organization.",
+            Code::AlreadyMember => "This person is a member of the organization already.",
+            Code::LastOwner => "An organization keeps at least one owner.",
             Code::PayloadTooLarge => "The request body is larger than 64 KiB.",
             Code::UnsupportedMediaType => "The request body must be application/json.",
             Code::HeaderTooLarge => "The request head is too large.",

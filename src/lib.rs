@@ -33,6 +33,7 @@ pub mod sharded;
 #[allow(unsafe_code)]
 pub(crate) mod sock;
 pub mod subscribe;
+pub mod teams;
 
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;

@@ -21,6 +21,8 @@ pub enum Kind {
     VerifyMailsPerMinute,
     VerifyMailsPerDay,
     WrongCodesPerUser,
+    InvitationsPerOrg,
+    OrgsPerUser,
 }
 
 /// The fixed facts of a kind: key prefix, default limit, window, setting, what it counts.
@@ -37,7 +39,7 @@ const fn mins(n: u64) -> Duration {
 }
 
 impl Kind {
-    pub const ALL: [Kind; 11] = [
+    pub const ALL: [Kind; 13] = [
         Kind::LoginFailuresPerClient,
         Kind::LoginFailuresPerAccountAndClient,
         Kind::LoginFailuresPerAccount,
@@ -49,6 +51,8 @@ impl Kind {
         Kind::VerifyMailsPerMinute,
         Kind::VerifyMailsPerDay,
         Kind::WrongCodesPerUser,
+        Kind::InvitationsPerOrg,
+        Kind::OrgsPerUser,
     ];
 
     pub const fn rule(self) -> Rule {
@@ -135,6 +139,22 @@ impl Kind {
                 None,
                 "wrong second-factor codes per user (TOTP and recovery codes)",
             ),
+            // Each invitation mails an address chosen by the inviter: an organization must not
+            // be a way to mail strangers in bulk.
+            Kind::InvitationsPerOrg => (
+                "invite-org",
+                50,
+                mins(60),
+                Some("CONSOLED_INVITATIONS_PER_ORG"),
+                "invitations made in one organization (by its members; the operator's command is not counted)",
+            ),
+            Kind::OrgsPerUser => (
+                "org-create",
+                20,
+                mins(60),
+                Some("CONSOLED_ORGS_PER_USER"),
+                "team organizations created by one user",
+            ),
         };
         Rule {
             prefix,
@@ -205,6 +225,8 @@ pub enum Bucket<'a> {
     VerifyMailsPerMinute(i64),
     VerifyMailsPerDay(i64),
     WrongCodes(i64),
+    Invitations(i64),
+    OrgsCreated(i64),
 }
 
 impl Bucket<'_> {
@@ -220,6 +242,8 @@ impl Bucket<'_> {
             Bucket::VerifyMailsPerMinute(_) => Kind::VerifyMailsPerMinute,
             Bucket::VerifyMailsPerDay(_) => Kind::VerifyMailsPerDay,
             Bucket::WrongCodes(_) => Kind::WrongCodesPerUser,
+            Bucket::Invitations(_) => Kind::InvitationsPerOrg,
+            Bucket::OrgsCreated(_) => Kind::OrgsPerUser,
         }
     }
 
@@ -238,7 +262,9 @@ impl Bucket<'_> {
             Bucket::LoginAccount(email) => format!("{prefix}:{}", email.as_str()),
             Bucket::VerifyMailsPerMinute(user)
             | Bucket::VerifyMailsPerDay(user)
-            | Bucket::WrongCodes(user) => format!("{prefix}:{user}"),
+            | Bucket::WrongCodes(user)
+            | Bucket::OrgsCreated(user) => format!("{prefix}:{user}"),
+            Bucket::Invitations(org) => format!("{prefix}:{org}"),
         }
     }
 

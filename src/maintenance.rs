@@ -1,5 +1,5 @@
 //! A background thread that deletes expired sessions (ending their streams), old rate-limit
-//! events and dead mail tokens. Every instance runs it; the deletes are idempotent. It also writes
+//! events, dead mail tokens and invitations. Every instance runs it; the deletes are idempotent. It also writes
 //! the log's summary of refusals (`logging::flood`), at most once per `CONSOLED_LOG_SUMMARY_SECONDS`.
 
 use std::sync::atomic::Ordering;
@@ -8,7 +8,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use crate::app::App;
-use crate::db::{self, devices, health, mail_tokens, outbox, rate, sessions};
+use crate::db::{self, devices, health, invitations, mail_tokens, outbox, rate, sessions};
 
 const PERIOD: Duration = Duration::from_secs(30);
 /// How often the mail queue is counted for `/metrics` (a scrape never waits on the database).
@@ -46,9 +46,10 @@ fn sweep(app: &App) -> Result<(), String> {
     let events = rate::purge_old(&mut *c).map_err(|e| health::cause(&e))?;
     let tokens = mail_tokens::purge_dead(&mut *c).map_err(|e| health::cause(&e))?;
     let devices = devices::purge_expired(&mut *c).map_err(|e| health::cause(&e))?;
-    if expired + events + tokens + devices > 0 {
+    let invitations = invitations::purge_dead(&mut *c).map_err(|e| health::cause(&e))?;
+    if expired + events + tokens + devices + invitations > 0 {
         log::debug!(
-            "maintenance: removed {expired} expired sessions, {events} old rate events, {tokens} dead mail tokens, {devices} expired device cookies"
+            "maintenance: removed {expired} expired sessions, {events} old rate events, {tokens} dead mail tokens, {devices} expired device cookies, {invitations} dead invitations"
         );
     }
     Ok(())

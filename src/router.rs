@@ -10,6 +10,7 @@ use crate::error::{ApiError, ApiResult, Code};
 use crate::http::{csrf, Method, Request, Response};
 use crate::ops;
 use crate::subscribe;
+use crate::teams;
 
 pub type Handler = fn(&App, &Request) -> ApiResult<Reply>;
 
@@ -51,7 +52,7 @@ impl Route {
     }
 }
 
-use Method::{Delete, Get, Post};
+use Method::{Delete, Get, Patch, Post};
 
 pub static ROUTES: &[Route] = &[
     route(Get, "/", "demo", demo::index),
@@ -62,6 +63,7 @@ pub static ROUTES: &[Route] = &[
     // Where an external sign-in ends (`{CONSOLED_CONSOLE_URL}/login?error=...`, `/login/mfa`).
     route(Get, "/login", "demo_login", demo::index),
     route(Get, "/login/mfa", "demo_login_mfa", demo::index),
+    route(Get, "/invitation", "demo_invitation", demo::index),
     route(Get, "/auth/csrf", "csrf", auth::csrf::get),
     route(Get, "/auth/providers", "providers", auth::oauth::providers),
     route(
@@ -146,6 +148,83 @@ pub static ROUTES: &[Route] = &[
         auth::own_sessions::delete_one,
     ),
     route(Get, STREAM_PATH, "events", subscribe::get),
+    // Teams (issue 32): organizations, members, invitations, projects (`crate::teams`).
+    route(Get, "/v1/organizations", "orgs", teams::orgs::list),
+    route(Post, "/v1/organizations", "org_create", teams::orgs::create),
+    route(Get, "/v1/organizations/*", "org", teams::orgs::get),
+    route(
+        Patch,
+        "/v1/organizations/*",
+        "org_rename",
+        teams::orgs::rename,
+    ),
+    route(
+        Get,
+        "/v1/organizations/*/members",
+        "members",
+        teams::members::list,
+    ),
+    route(
+        Patch,
+        "/v1/organizations/*/members/*",
+        "member_role",
+        teams::members::change_role,
+    ),
+    route(
+        Delete,
+        "/v1/organizations/*/members/*",
+        "member_remove",
+        teams::members::remove,
+    ),
+    route(
+        Get,
+        "/v1/organizations/*/invitations",
+        "invitations",
+        teams::invitations::list,
+    ),
+    route(
+        Post,
+        "/v1/organizations/*/invitations",
+        "invite",
+        teams::invitations::create,
+    ),
+    route(
+        Delete,
+        "/v1/organizations/*/invitations/*",
+        "invitation_cancel",
+        teams::invitations::cancel,
+    ),
+    route(
+        Post,
+        "/v1/invitations/accept",
+        "invitation_accept",
+        teams::invitations::accept,
+    ),
+    route(
+        Get,
+        "/v1/organizations/*/projects",
+        "projects",
+        teams::projects::list,
+    ),
+    route(
+        Post,
+        "/v1/organizations/*/projects",
+        "project_create",
+        teams::projects::create,
+    ),
+    route(Get, "/v1/projects/*", "project", teams::projects::get),
+    route(
+        Patch,
+        "/v1/projects/*",
+        "project_rename",
+        teams::projects::rename,
+    ),
+    route(
+        Delete,
+        "/v1/projects/*",
+        "project_delete",
+        teams::projects::delete,
+    ),
     route(Get, "/healthz", "healthz", ops::healthz),
     route(Get, "/readyz", "readyz", ops::readyz),
     route(Get, "/metrics", "metrics", ops::metrics),

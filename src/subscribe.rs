@@ -105,6 +105,15 @@ fn open(app: &App, req: &Request) -> ApiResult<Reply> {
                 Some(remaining),
             )
         }
+        Opened::Inactive {
+            lease,
+            token_id,
+            status,
+        } => {
+            // The lease taken for it goes at once.
+            drop(book.hold(lease, Holder::Token(token_id)));
+            return Err(inactive_organization(&status));
+        }
         Opened::Unauthorized if bearer => return Err(unknown_token()),
         Opened::Unauthorized => return Err(ApiError::new(Code::Unauthorized)),
         Opened::MfaRequired => return Err(ApiError::new(Code::MfaRequired)),
@@ -131,7 +140,12 @@ fn open(app: &App, req: &Request) -> ApiResult<Reply> {
             }
         };
         if !still_live {
-            return Err(ApiError::new(Code::Unauthorized));
+            // A token revoked meanwhile, or of an organization suspended meanwhile.
+            return Err(if bearer {
+                unknown_token()
+            } else {
+                ApiError::new(Code::Unauthorized)
+            });
         }
         if let (Scope::Session { user_id, .. }, Some(_)) = (scope, needs_orgs) {
             orgs = visibility::orgs_of(&mut *c, &[user_id])?.remove(&user_id);
@@ -185,6 +199,15 @@ fn admit(app: &App, req: &Request) -> Result<(Slot, Ticket), Refusal> {
 
 fn unknown_token() -> ApiError {
     ApiError::new(Code::Unauthorized).message("Unknown or revoked API token.")
+}
+
+/// A token of a suspended or closed organization: refused while the organization is so
+/// (docs/API.md, "Organizations and projects"), with the reason.
+fn inactive_organization(status: &str) -> ApiError {
+    match crate::access::Status::parse(status) {
+        Some(status) => crate::access::Refusal::Status(status).into_error(),
+        None => unknown_token(),
+    }
 }
 
 /// A bearer API token, else the session cookie, by the hash the database keeps; what cannot be

@@ -50,12 +50,17 @@ fn the_demo_page_allows_only_its_own_inline_script_and_style() {
 #[test]
 fn the_mail_link_pages_are_the_demo_only_when_it_is_on() {
     let off = TestServer::start();
-    for path in ["/verify-email?token=abc", "/reset-password?token=abc"] {
+    let paths = [
+        "/verify-email?token=abc",
+        "/reset-password?token=abc",
+        "/invitation?token=abc",
+    ];
+    for path in paths {
         off.client().get(path).expect_error(404, "not_found");
     }
     let on = TestServer::with(&[("CONSOLED_DEMO", "true")]);
     let mut client = on.client();
-    for path in ["/verify-email?token=abc", "/reset-password?token=abc"] {
+    for path in paths {
         let r = client.get(path);
         r.expect(200);
         assert_eq!(r.header("content-type"), Some("text/html; charset=utf-8"));
@@ -71,6 +76,9 @@ fn the_mail_link_pages_are_the_demo_only_when_it_is_on() {
             "\"/auth/verify-email\"",
             "\"/auth/password/reset\"",
             "\"/auth/password/forgot\"",
+            "id=\"invitation-accept\"",
+            "\"/v1/invitations/accept\"",
+            "body.invitation = linkToken",
         ] {
             assert!(body.contains(needle), "{path}: {needle}");
         }

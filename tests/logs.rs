@@ -363,6 +363,73 @@ fn full_run(json: bool) {
     d.send("DELETE", "/auth/sessions", &[("X-CSRF-Token", &csrf)], b"")
         .expect(204);
 
+    // Issue 32: a team, an invitation mailed and accepted (its link's token is a secret), a role
+    // changed, the member removed, a project deleted: each a security event of its actor.
+    let r = d.post("/v1/organizations", &json!({"name": "Logged team"}));
+    r.expect(201);
+    let team = r.json()["id"].as_i64().unwrap();
+    let mut f = Client::new(server.addr);
+    let (invited, state) = f.signup();
+    let invited_id = state["user"]["id"].as_i64().unwrap();
+    db().execute(
+        "UPDATE users SET email_verified = true WHERE id = $1",
+        &[&invited_id],
+    )
+    .unwrap();
+    d.post(
+        &format!("/v1/organizations/{team}/invitations"),
+        &json!({"email": invited, "role": "member"}),
+    )
+    .expect(201);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let invitation = loop {
+        if let Some(t) = sink
+            .to(&invited)
+            .iter()
+            .find_map(|m| m.token("/invitation"))
+        {
+            let queued: i64 = db()
+                .query_one(
+                    "SELECT count(*) FROM outbox WHERE recipient = $1 AND kind = 'invitation'",
+                    &[&invited],
+                )
+                .unwrap()
+                .get(0);
+            if queued == 0 {
+                break t;
+            }
+        }
+        assert!(Instant::now() < deadline, "no invitation mail");
+        thread::sleep(Duration::from_millis(20));
+    };
+    secrets.push(invitation.clone());
+    f.post("/v1/invitations/accept", &json!({"token": invitation}))
+        .expect(200);
+    let member = format!("/v1/organizations/{team}/members/{invited_id}");
+    let csrf = d.csrf();
+    let json_type = ("Content-Type", "application/json");
+    d.send(
+        "PATCH",
+        &member,
+        &[("X-CSRF-Token", &csrf), json_type],
+        br#"{"role":"admin"}"#,
+    )
+    .expect(200);
+    d.send("DELETE", &member, &[("X-CSRF-Token", &csrf)], b"")
+        .expect(204);
+    let r = d.post(
+        &format!("/v1/organizations/{team}/projects"),
+        &json!({"name": "gone"}),
+    );
+    let doomed = r.json()["id"].as_i64().unwrap();
+    d.send(
+        "DELETE",
+        &format!("/v1/projects/{doomed}"),
+        &[("X-CSRF-Token", &csrf)],
+        b"",
+    )
+    .expect(204);
+
     // An error without a log detail is one of consoled's own debug records.
     Client::new(server.addr)
         .get("/auth/session")
@@ -391,6 +458,11 @@ fn full_run(json: bool) {
         "password_change_refused",
         "password_changed",
         "session_revoked",
+        "organization_created",
+        "member_invited",
+        "member_role_changed",
+        "member_removed",
+        "project_deleted",
     ] {
         let (text, json) = (format!(" event={event} "), format!("\"event\":\"{event}\""));
         let whose = |l: &&str| {
@@ -407,6 +479,20 @@ fn full_run(json: bool) {
             "no {event} of user {other_id} in\n{served}"
         );
     }
+    let accepted = [
+        format!(
+            " event=invitation_accepted client={} user_id={invited_id} ",
+            f.ip
+        ),
+        format!(
+            "\"event\":\"invitation_accepted\",\"client\":\"{}\",\"user_id\":{invited_id},",
+            f.ip
+        ),
+    ];
+    assert!(
+        accepted.iter().any(|a| served.contains(a)),
+        "no invitation_accepted of user {invited_id} in\n{served}"
+    );
     let mut leaks = Vec::new();
     let texts = secrets.iter().flat_map(|s| forms(s));
     let bytes = raw_secrets.iter().flat_map(|b| byte_forms(b));

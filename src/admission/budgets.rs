@@ -138,6 +138,10 @@ fn refusal(kind: Kind, wait: u64) -> Refusal {
             Some("A verification mail was sent recently; try again later.")
         }
         Kind::WrongCodesPerUser => Some("Too many wrong codes; try again later."),
+        Kind::InvitationsPerOrg => {
+            Some("This organization has sent many invitations recently; try again later.")
+        }
+        Kind::OrgsPerUser => Some("You created many organizations recently; try again later."),
         // Provider sign-in starts get the generic message; a reset mail past its cap is
         // dropped silently, never refused.
         Kind::OAuthStartsPerClient

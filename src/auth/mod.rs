@@ -15,6 +15,7 @@ pub mod password;
 pub mod passwords;
 pub mod reauth;
 pub mod signup;
+pub mod signup_policy;
 
 use crate::db::Sql;
 use serde_json::{json, Value};

@@ -133,6 +133,39 @@ pub const COMMANDS: &[Command] = &[
         options: &[("email", true, "the account's email address")],
     },
     Command {
+        words: &["org", "suspend"],
+        synopsis: "consoled org suspend --id ID",
+        about: "Suspends an organization and prints {\"id\", \"status\": \"suspended\", \
+                \"changed\"}. Its members can still read it and leave it, nothing in it can be \
+                changed, its changes reach no event stream and its projects' API tokens are \
+                refused (their open streams end at once, on every instance).",
+        options: &[("id", true, "the organization's id")],
+    },
+    Command {
+        words: &["org", "resume"],
+        synopsis: "consoled org resume --id ID",
+        about: "Makes a suspended organization active again and prints {\"id\", \"status\": \
+                \"active\", \"changed\"}. A closed organization stays closed.",
+        options: &[("id", true, "the organization's id")],
+    },
+    Command {
+        words: &["invitation", "create"],
+        synopsis: "consoled invitation create --email ADDRESS [--org ID [--role ROLE]]",
+        about: "Invites an address and prints the invitation {\"id\", \"org_id\", \"email\", \
+                \"role\", \"invited_by\", \"created\", \"expires\"}; the mail with its link \
+                (valid 7 days, used once) is queued as an owner's invitation would be. Without \
+                --org it invites to make an account, for CONSOLED_SIGNUP=invite.",
+        options: &[
+            ("email", true, "the address to invite"),
+            ("org", false, "the team organization to join"),
+            (
+                "role",
+                false,
+                "owner, admin, member (the default) or viewer; needs --org",
+            ),
+        ],
+    },
+    Command {
         words: &["emit"],
         synopsis: "consoled emit --type TYPE --id N --op OP [--project P] [--org O]",
         about: "Announces a resource change through consoled_notify_change, as the console's \

@@ -67,6 +67,8 @@ pub const SETTINGS: &[&str] = &[
     "CONSOLED_KEEPALIVE_SECONDS",
     "CONSOLED_DEMO",
     "CONSOLED_TEST_PANIC_ROUTE",
+    "CONSOLED_SIGNUP",
+    "CONSOLED_SIGNUP_DOMAINS",
     // Read by the logger, before the configuration (src/logging.rs).
     "CONSOLED_LOG_FORMAT",
     "CONSOLED_LOG_SUMMARY_SECONDS",

@@ -127,6 +127,8 @@ pub struct Config {
     pub keys: keys::KeySettings,
     /// Test hook: `GET /__panic` panics inside a handler, to prove the worker survives.
     pub panic_route: bool,
+    /// Who may make an account (`CONSOLED_SIGNUP`, `CONSOLED_SIGNUP_DOMAINS`).
+    pub signup: crate::auth::signup_policy::Policy,
 }
 
 impl fmt::Debug for Config {
@@ -162,6 +164,7 @@ impl fmt::Debug for Config {
             .field("hash_threads", &self.hash_threads)
             .field("hash_queue", &self.hash_queue)
             .field("db_pool_size", &self.db_pool_size)
+            .field("signup", &self.signup)
             .finish_non_exhaustive()
     }
 }
@@ -294,6 +297,7 @@ impl Config {
             demo: env.bool("CONSOLED_DEMO", false)?,
             keys: keys::read(&env)?,
             panic_route: env.bool("CONSOLED_TEST_PANIC_ROUTE", false)?,
+            signup: signup_policy(&env)?,
         };
         config.validate()?;
         Ok(config)
@@ -386,6 +390,16 @@ pub fn origin_of(url: &str) -> String {
         .find('/')
         .map_or(url.len(), |i| after_scheme + i);
     url[..end].to_ascii_lowercase()
+}
+
+/// `CONSOLED_SIGNUP` (`open`, `invite`, `closed`) and `CONSOLED_SIGNUP_DOMAINS`.
+fn signup_policy(env: &Env) -> Result<crate::auth::signup_policy::Policy, ConfigError> {
+    let (mode, domains) = (
+        env.get("CONSOLED_SIGNUP"),
+        env.get("CONSOLED_SIGNUP_DOMAINS"),
+    );
+    crate::auth::signup_policy::Policy::parse(mode.as_deref(), domains.as_deref())
+        .map_err(|(name, form)| invalid(name, &env.get(name).unwrap_or_default(), &form))
 }
 
 fn secs(n: u64) -> Duration {

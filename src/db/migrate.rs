@@ -52,6 +52,11 @@ pub const MIGRATIONS: &[(i32, &str, &str)] = &[
         include_str!("../../migrations/0009_attack_defences.sql"),
     ),
     (
+        11,
+        "0011_teams.sql",
+        include_str!("../../migrations/0011_teams.sql"),
+    ),
+    (
         13,
         "0013_oidc_identities.sql",
         include_str!("../../migrations/0013_oidc_identities.sql"),

@@ -3,8 +3,10 @@
 pub mod devices;
 pub mod health;
 pub mod identities;
+pub mod invitations;
 pub mod leases;
 pub mod mail_tokens;
+pub mod members;
 pub mod migrate;
 pub mod oauth_states;
 pub mod orgs;

@@ -11,7 +11,17 @@ pub fn enqueue(
     user_id: i64,
     recipient: &str,
 ) -> Result<i64, postgres::Error> {
-    insert(c, kind, Some(user_id), recipient)
+    insert(c, kind, Some(user_id), recipient, None)
+}
+
+/// Queues the mail of an invitation (kind `invitation`); its link's token is minted when it is
+/// sent, and cancelling the invitation drops the row.
+pub fn enqueue_invitation(
+    c: &mut impl Sql,
+    invitation_id: i64,
+    recipient: &str,
+) -> Result<i64, postgres::Error> {
+    insert(c, "invitation", None, recipient, Some(invitation_id))
 }
 
 /// Queues a mail for an address whether or not it has an account: the sender looks the account
@@ -22,7 +32,7 @@ pub fn enqueue_for_address(
     kind: &str,
     recipient: &str,
 ) -> Result<i64, postgres::Error> {
-    insert(c, kind, None, recipient)
+    insert(c, kind, None, recipient, None)
 }
 
 fn insert(
@@ -30,10 +40,12 @@ fn insert(
     kind: &str,
     user_id: Option<i64>,
     recipient: &str,
+    invitation_id: Option<i64>,
 ) -> Result<i64, postgres::Error> {
     let row = c.query_one(
-        "INSERT INTO outbox (kind, user_id, recipient) VALUES ($1, $2, $3) RETURNING id",
-        &[&kind, &user_id, &recipient],
+        "INSERT INTO outbox (kind, user_id, recipient, invitation_id) VALUES ($1, $2, $3, $4)
+         RETURNING id",
+        &[&kind, &user_id, &recipient, &invitation_id],
     )?;
     // Wakes the sender thread of every instance; the payload is only the row id.
     c.execute(
@@ -51,13 +63,14 @@ pub struct Due {
     pub user_id: Option<i64>,
     pub recipient: String,
     pub attempts: i32,
+    pub invitation_id: Option<i64>,
 }
 
 /// Claims the oldest due row for the caller's transaction. Rows another instance is sending are
 /// skipped, never waited for, so no row is sent twice and no sender blocks another.
 pub fn claim_due(c: &mut impl Sql) -> Result<Option<Due>, postgres::Error> {
     let row = c.query_opt(
-        "SELECT id, kind, user_id, recipient, attempts FROM outbox
+        "SELECT id, kind, user_id, recipient, attempts, invitation_id FROM outbox
           WHERE next_attempt_at <= now()
           ORDER BY next_attempt_at, id
           LIMIT 1 FOR UPDATE SKIP LOCKED",
@@ -69,6 +82,7 @@ pub fn claim_due(c: &mut impl Sql) -> Result<Option<Due>, postgres::Error> {
         user_id: r.get(2),
         recipient: r.get(3),
         attempts: r.get(4),
+        invitation_id: r.get(5),
     }))
 }
 

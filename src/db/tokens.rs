@@ -30,13 +30,15 @@ pub fn create(
 }
 
 /// The live token for a secret, noting its use (`last_used_at`, to the minute: at most one
-/// write a minute per token, however many streams it opens).
+/// write a minute per token, however many streams it opens). A token of a suspended or closed
+/// organization is refused as a revoked one is.
 pub fn find(c: &mut impl Sql, secret: &str) -> Result<Option<ApiToken>, postgres::Error> {
     let row = c.query_opt(
         "WITH t AS (
              SELECT t.id, t.project_id, p.org_id, t.last_used_at
                FROM api_tokens t JOIN projects p ON p.id = t.project_id
-              WHERE t.token_hash = $1 AND t.revoked_at IS NULL),
+               JOIN organizations o ON o.id = p.org_id
+              WHERE t.token_hash = $1 AND t.revoked_at IS NULL AND o.status = 'active'),
          used AS (
              UPDATE api_tokens a SET last_used_at = now() FROM t
               WHERE a.id = t.id
@@ -51,9 +53,12 @@ pub fn find(c: &mut impl Sql, secret: &str) -> Result<Option<ApiToken>, postgres
     }))
 }
 
+/// Whether the token may be used now: not revoked, and its organization active.
 pub fn is_live(c: &mut impl Sql, id: i64) -> Result<bool, postgres::Error> {
     Ok(c.query_opt(
-        "SELECT 1 FROM api_tokens WHERE id = $1 AND revoked_at IS NULL",
+        "SELECT 1 FROM api_tokens t
+           JOIN projects p ON p.id = t.project_id JOIN organizations o ON o.id = p.org_id
+          WHERE t.id = $1 AND t.revoked_at IS NULL AND o.status = 'active'",
         &[&id],
     )?
     .is_some())

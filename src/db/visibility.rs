@@ -2,15 +2,19 @@
 //! the organization of a project, and which sessions and tokens are still live. Read by the
 //! listener on its own connection (memberships, sessions and api_tokens are owned elsewhere;
 //! these are read-only queries).
+//!
+//! A suspended or closed organization is seen by nobody: its members' streams do not carry its
+//! changes (`orgs_of` names only active organizations) and its projects' tokens are not live.
 
 use std::collections::HashMap;
 
 use super::Sql;
 
-/// Organization ids of each given user (users without memberships are absent).
+/// The active organizations of each given user (users without any are absent).
 pub fn orgs_of(c: &mut impl Sql, users: &[i64]) -> Result<HashMap<i64, Vec<i64>>, postgres::Error> {
     let rows = c.query(
-        "SELECT user_id, org_id FROM memberships WHERE user_id = ANY($1)",
+        "SELECT m.user_id, m.org_id FROM memberships m JOIN organizations o ON o.id = m.org_id
+          WHERE m.user_id = ANY($1) AND o.status = 'active'",
         &[&users],
     )?;
     let mut map: HashMap<i64, Vec<i64>> = HashMap::new();
@@ -38,10 +42,12 @@ pub fn live_sessions(c: &mut impl Sql, ids: &[i64]) -> Result<HashMap<i64, u64>,
         .collect())
 }
 
-/// The given API tokens that exist and are not revoked.
+/// The given API tokens that exist, are not revoked, and whose organization is active.
 pub fn live_tokens(c: &mut impl Sql, ids: &[i64]) -> Result<Vec<i64>, postgres::Error> {
     let rows = c.query(
-        "SELECT id FROM api_tokens WHERE id = ANY($1) AND revoked_at IS NULL",
+        "SELECT t.id FROM api_tokens t
+           JOIN projects p ON p.id = t.project_id JOIN organizations o ON o.id = p.org_id
+          WHERE t.id = ANY($1) AND t.revoked_at IS NULL AND o.status = 'active'",
         &[&ids],
     )?;
     Ok(rows.iter().map(|r| r.get(0)).collect())

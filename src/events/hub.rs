@@ -88,8 +88,9 @@ struct Index {
     by_org: HashMap<i64, HashSet<i64>>,
     /// Project -> organization, learnt from the database when a change names only the project.
     project_org: HashMap<i64, i64>,
-    /// Memberships that just ended: the `membership` change announcing it still reaches the
-    /// former member (the trigger sends `u:` first, and the reload already removed the org).
+    /// Memberships that just ended, or organizations just suspended: the `membership` or
+    /// `organization` change announcing it still reaches the former member (the trigger sends
+    /// `u:` first, and the reload already removed the org).
     just_left: HashMap<i64, HashSet<i64>>,
 }
 
@@ -311,6 +312,12 @@ impl Hub {
         self.lock().project_org.insert(project_id, org_id);
     }
 
+    /// A deleted project: a later change naming only it reaches no session stream (its
+    /// organization is looked up again, and there is none).
+    pub fn forget_project(&self, project_id: i64) {
+        self.lock().project_org.remove(&project_id);
+    }
+
     /// Queues `change` on every stream allowed to see it.
     pub fn route(&self, change: &Change) -> Routed {
         let targets = self.targets(change);
@@ -345,7 +352,7 @@ impl Hub {
         let mut users: Vec<i64> = Vec::new();
         if let Some(org) = org {
             users.extend(ix.by_org.get(&org).into_iter().flatten());
-            if change.kind == "membership" {
+            if change.kind == "membership" || change.kind == "organization" {
                 users.extend(ix.just_left.remove(&org).into_iter().flatten());
             }
         }

@@ -139,3 +139,35 @@ fn a_replaced_token_ends_only_its_own_streams() {
     assert_eq!(hub.end_session_tokens(2, |tag| tag != 33), 1);
     assert!(other.signals.ended().is_some() && new.signals.ended().is_none());
 }
+
+/// A suspended organization leaves the members' visible organizations (`u:` reloads them): the
+/// `organization` change announcing it still reaches them, then nothing of it.
+#[test]
+fn a_suspended_organization_announces_itself_then_goes_quiet() {
+    let hub = Arc::new(Hub::new());
+    let me = session(&hub, 1, 7, &[100, 200]);
+    let v = hub.begin_reload(7).unwrap();
+    hub.set_orgs(7, &[200], v);
+    hub.route(&change("organization", 100, None, Some(100)));
+    hub.route(&change("organization", 100, None, Some(100)));
+    hub.route(&change("server", 1, None, Some(100)));
+    hub.route(&change("server", 2, None, Some(200)));
+    assert_eq!(received(&me), 2);
+}
+
+/// A deleted project is forgotten: a later change naming only it finds no organization here.
+#[test]
+fn a_deleted_project_is_forgotten() {
+    let hub = Arc::new(Hub::new());
+    let _me = session(&hub, 1, 7, &[100]);
+    hub.remember_project(10, 100);
+    assert_eq!(
+        hub.unknown_project(&change("server", 1, Some(10), None)),
+        None
+    );
+    hub.forget_project(10);
+    assert_eq!(
+        hub.unknown_project(&change("server", 1, Some(10), None)),
+        Some(10)
+    );
+}

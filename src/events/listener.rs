@@ -188,7 +188,11 @@ fn change(core: &Core, client: &mut Client, payload: &str) -> Result<(), postgre
     if let (true, Some(project), Some(org)) =
         (change.kind == "project", change.project_id, change.org_id)
     {
-        core.hub.remember_project(project, org);
+        if change.op == "delete" {
+            core.hub.forget_project(project);
+        } else {
+            core.hub.remember_project(project, org);
+        }
     }
     if let Some(project) = core.hub.unknown_project(&change) {
         if let Some(org) = visibility::org_of_project(client, project)? {

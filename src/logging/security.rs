@@ -36,6 +36,17 @@ pub enum Event {
     MfaEnabled,
     MfaDisabled,
     RecoveryCodesReplaced,
+    SignupRefused,
+    OrganizationCreated,
+    OrganizationSuspended,
+    OrganizationResumed,
+    MemberInvited,
+    InvitationCancelled,
+    InvitationAccepted,
+    MemberRoleChanged,
+    MemberRemoved,
+    MemberLeft,
+    ProjectDeleted,
 }
 
 impl Event {
@@ -60,6 +71,17 @@ impl Event {
             Event::MfaEnabled => "mfa_enabled",
             Event::MfaDisabled => "mfa_disabled",
             Event::RecoveryCodesReplaced => "recovery_codes_replaced",
+            Event::SignupRefused => "signup_refused",
+            Event::OrganizationCreated => "organization_created",
+            Event::OrganizationSuspended => "organization_suspended",
+            Event::OrganizationResumed => "organization_resumed",
+            Event::MemberInvited => "member_invited",
+            Event::InvitationCancelled => "invitation_cancelled",
+            Event::InvitationAccepted => "invitation_accepted",
+            Event::MemberRoleChanged => "member_role_changed",
+            Event::MemberRemoved => "member_removed",
+            Event::MemberLeft => "member_left",
+            Event::ProjectDeleted => "project_deleted",
         }
     }
 
@@ -84,6 +106,17 @@ impl Event {
             Event::MfaEnabled => "second factor enabled",
             Event::MfaDisabled => "second factor disabled",
             Event::RecoveryCodesReplaced => "recovery codes replaced",
+            Event::SignupRefused => "sign-up refused by the sign-up policy",
+            Event::OrganizationCreated => "organization created",
+            Event::OrganizationSuspended => "organization suspended",
+            Event::OrganizationResumed => "organization resumed",
+            Event::MemberInvited => "member invited",
+            Event::InvitationCancelled => "invitation cancelled",
+            Event::InvitationAccepted => "invitation accepted",
+            Event::MemberRoleChanged => "member's role changed",
+            Event::MemberRemoved => "member removed",
+            Event::MemberLeft => "member left the organization",
+            Event::ProjectDeleted => "project deleted",
         }
     }
 
@@ -94,7 +127,8 @@ impl Event {
             | Event::SecondFactorFailed
             | Event::ProviderSigninFailed
             | Event::PasswordChangeRefused
-            | Event::ReauthFailed => Level::Warn,
+            | Event::ReauthFailed
+            | Event::SignupRefused => Level::Warn,
             _ => Level::Info,
         }
     }
@@ -141,6 +175,17 @@ mod tests {
             Event::MfaEnabled,
             Event::MfaDisabled,
             Event::RecoveryCodesReplaced,
+            Event::SignupRefused,
+            Event::OrganizationCreated,
+            Event::OrganizationSuspended,
+            Event::OrganizationResumed,
+            Event::MemberInvited,
+            Event::InvitationCancelled,
+            Event::InvitationAccepted,
+            Event::MemberRoleChanged,
+            Event::MemberRemoved,
+            Event::MemberLeft,
+            Event::ProjectDeleted,
         ];
         let mut names: Vec<&str> = all.iter().map(|e| e.name()).collect();
         names.sort();

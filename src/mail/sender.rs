@@ -10,7 +10,7 @@ use postgres::{Client, Transaction};
 
 use crate::app::App;
 use crate::db::mail_tokens::{self};
-use crate::db::{self, outbox, users};
+use crate::db::{self, invitations, outbox, users};
 use crate::http::json::Email;
 
 use super::templates::{template, token_kind};
@@ -143,6 +143,13 @@ fn deliver_next(app: &App, mailer: &Mailer, client: &mut Client) -> Result<bool,
     Ok(true)
 }
 
+/// A mail ready to send, with its token link (for the development log), or why there is none.
+enum Built {
+    Ready(super::templates::Mail, Option<String>),
+    Obsolete,
+    Failed(SendError),
+}
+
 /// Builds and sends the mail of a row. The token is stored in a savepoint that survives only a
 /// successful send: a failed attempt leaves no live token behind.
 fn attempt(
@@ -151,47 +158,19 @@ fn attempt(
     tx: &mut Transaction<'_>,
     due: &outbox::Due,
 ) -> Result<Outcome, postgres::Error> {
-    let user = match due.user_id {
-        Some(id) => users::find(tx, id)?,
-        // Queued by address (password forgot): the account is looked up only now, once the mail
-        // server answers. So an outage fails (counted, logged, retried) the requests of every
-        // address alike, not only of those that have an account.
-        None => {
-            if let Err(e) = mailer.probe() {
-                return Ok(Outcome::Failed(e));
-            }
-            users::find_by_email(tx, &Email::normalise(&due.recipient))?
-        }
-    };
-    let obsolete = match due.kind.as_str() {
-        "verify_email" => user.as_ref().is_none_or(|u| u.email_verified),
-        "password_reset" => user.is_none(),
-        _ => false,
-    };
-    if obsolete {
-        return Ok(Outcome::Obsolete);
-    }
     let mut savepoint = tx.transaction()?;
-    let link = match (token_kind(&due.kind), &user) {
-        (Some((purpose, page)), Some(user)) => {
-            let token = mail_tokens::create(&mut savepoint, user.id, purpose, &due.recipient)?;
-            Some(format!("{}/{page}?token={token}", app.config.console_url))
-        }
-        (Some(_), None) => {
-            return Ok(Outcome::Failed(SendError::permanent("no such user".into())));
-        }
-        (None, _) => None,
+    let built = match due.kind.as_str() {
+        "invitation" => invitation_mail(app, &mut savepoint, due)?,
+        _ => account_mail(app, mailer, &mut savepoint, due)?,
+    };
+    let (mail, link) = match built {
+        Built::Ready(mail, link) => (mail, link),
+        Built::Obsolete => return Ok(Outcome::Obsolete),
+        Built::Failed(e) => return Ok(Outcome::Failed(e)),
     };
     // Local development (`make run`): the link, token included, so that nobody decodes a
     // quoted-printable `.eml` by eye. Config refuses this setting together with SMTP.
-    let dev_link = link.clone().filter(|_| app.config.mail_log_links);
-    let Some(mail) = template(&due.kind, &app.config.console_url, link) else {
-        // Perhaps a newer instance's kind: leave the row for it, with backoff.
-        return Ok(Outcome::Failed(SendError::transient(format!(
-            "unknown mail kind {:?}",
-            due.kind
-        ))));
-    };
+    let dev_link = link.filter(|_| app.config.mail_log_links);
     match mailer.send(&due.recipient, &mail) {
         Ok(()) => {
             savepoint.commit()?;
@@ -206,6 +185,80 @@ fn attempt(
         }
         Err(e) => Ok(Outcome::Failed(e)),
     }
+}
+
+/// A mail to an account (or, for a reset, to an address that may have one).
+fn account_mail(
+    app: &App,
+    mailer: &Mailer,
+    c: &mut Transaction<'_>,
+    due: &outbox::Due,
+) -> Result<Built, postgres::Error> {
+    let user = match due.user_id {
+        Some(id) => users::find(c, id)?,
+        // Queued by address (password forgot): the account is looked up only now, once the mail
+        // server answers. So an outage fails (counted, logged, retried) the requests of every
+        // address alike, not only of those that have an account.
+        None => {
+            if let Err(e) = mailer.probe() {
+                return Ok(Built::Failed(e));
+            }
+            users::find_by_email(c, &Email::normalise(&due.recipient))?
+        }
+    };
+    let obsolete = match due.kind.as_str() {
+        "verify_email" => user.as_ref().is_none_or(|u| u.email_verified),
+        "password_reset" => user.is_none(),
+        _ => false,
+    };
+    if obsolete {
+        return Ok(Built::Obsolete);
+    }
+    let link = match (token_kind(&due.kind), &user) {
+        (Some((purpose, page)), Some(user)) => {
+            let token = mail_tokens::create(c, user.id, purpose, &due.recipient)?;
+            Some(format!("{}/{page}?token={token}", app.config.console_url))
+        }
+        (Some(_), None) => {
+            return Ok(Built::Failed(SendError::permanent("no such user".into())));
+        }
+        (None, _) => None,
+    };
+    Ok(
+        match template(&due.kind, &app.config.console_url, link.clone()) {
+            Some(mail) => Built::Ready(mail, link),
+            // Perhaps a newer instance's kind: leave the row for it, with backoff.
+            None => Built::Failed(SendError::transient(format!(
+                "unknown mail kind {:?}",
+                due.kind
+            ))),
+        },
+    )
+}
+
+/// An invitation's mail, with a new link token; none once it was used, cancelled or expired.
+fn invitation_mail(
+    app: &App,
+    c: &mut Transaction<'_>,
+    due: &outbox::Due,
+) -> Result<Built, postgres::Error> {
+    let Some(id) = due.invitation_id else {
+        return Ok(Built::Failed(SendError::permanent(
+            "an invitation mail without its invitation".into(),
+        )));
+    };
+    let Some(invite) = invitations::to_mail(c, id)? else {
+        return Ok(Built::Obsolete);
+    };
+    // Cancelled or replaced since: no mail.
+    let Some(token) = invitations::set_token(c, id)? else {
+        return Ok(Built::Obsolete);
+    };
+    let link = format!("{}/invitation?token={token}", app.config.console_url);
+    Ok(Built::Ready(
+        super::templates::invitation(link.clone(), &invite),
+        Some(link),
+    ))
 }
 
 /// Records a failed attempt: retry later, or give up on a mail the server refuses for good.

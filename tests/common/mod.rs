@@ -9,6 +9,7 @@ pub mod op;
 pub mod pgcount;
 pub mod smtp;
 pub mod sse;
+pub mod teams;
 pub mod webdriver;
 
 use std::collections::HashMap;

@@ -7,8 +7,9 @@
 //!
 //! 1. a known (provider, subject) signs in its linked user;
 //! 2. else the account whose email equals the provider's verified address is linked;
-//! 3. else a new user is created: no password, address verified, a personal organization with
-//!    its `default` project (as at signup).
+//! 3. else a new user is created, if the sign-up policy admits the address
+//!    (`auth::signup_policy`, as for sign-up with a password): no password, address verified, a
+//!    personal organization with its `default` project (as at signup).
 //!
 //! Linking to an account whose own address was never verified proves the address: that
 //! account's password is removed, its sessions end, every other link goes, and so do a second
@@ -26,6 +27,7 @@
 use super::{policy, Declined, Identity, Provider};
 use crate::app::App;
 use crate::auth;
+use crate::auth::signup_policy::{self, Evidence, Policy};
 use crate::db::users::{self, User};
 use crate::db::{self, identities, orgs, sessions};
 use crate::http::json::Email;
@@ -42,7 +44,7 @@ pub fn sign_in(
 ) -> Result<Response, Declined> {
     let mut c = db::conn(&app.pool)?;
     let mut tx = c.transaction()?;
-    let user = resolve(app, &mut tx, provider, identity)?;
+    let user = resolve(app, &mut tx, &app.config.signup, provider, identity)?;
     let cookie = auth::create_session_cookie(app, req, &mut tx, user.id, user.mfa_enabled)?;
     tx.commit()?;
     let fields = [
@@ -64,6 +66,7 @@ pub fn sign_in(
 fn resolve(
     app: &App,
     tx: &mut impl db::Sql,
+    signup: &Policy,
     provider: Provider,
     identity: &Identity,
 ) -> Result<User, Declined> {
@@ -84,7 +87,7 @@ fn resolve(
     } else {
         match users::find_by_email(tx, email)? {
             Some(user) => link_existing(tx, provider, identity, user)?,
-            None => create(tx, provider, identity, email)?,
+            None => create(tx, signup, provider, identity, email)?,
         }
     };
     policy::provider_allowed(&app.config, &provider, &user.email)?;
@@ -109,10 +112,13 @@ fn link_existing(
 
 fn create(
     tx: &mut impl db::Sql,
+    signup: &Policy,
     provider: Provider,
     identity: &Identity,
     email: &Email,
 ) -> Result<User, Declined> {
+    signup_policy::admit(tx, signup, email, Evidence::VerifiedAddress)
+        .map_err(Declined::signup_refused)?;
     let name = display_name(&identity.name, email);
     // Only a verified address gets this far (see `resolve`).
     let user = users::insert(tx, email, &name, None, true)?

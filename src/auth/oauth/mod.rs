@@ -97,6 +97,18 @@ impl Declined {
         )
     }
 
+    /// A new account the sign-up policy refuses (`auth::signup_policy`): `signup_closed` or
+    /// `domain_not_allowed`, the codes of a refused password sign-up.
+    pub fn signup_refused(e: ApiError) -> Declined {
+        match e.code {
+            Code::SignupClosed | Code::DomainNotAllowed => Declined {
+                code: e.code.as_str(),
+                reason: "the sign-up policy refuses a new account".into(),
+            },
+            _ => Declined::from(e),
+        }
+    }
+
     fn denied() -> Declined {
         Declined::new("oauth_denied", "the user declined at the provider")
     }
