@@ -121,9 +121,9 @@ pub struct More {
     pub allow: Option<String>,
     /// What the operator needs to know; logged, never sent.
     pub log_detail: Option<String>,
-    /// A `Set-Cookie` value the answer carries (a refused request that must also drop the
-    /// browser's session cookie).
-    pub set_cookie: Option<String>,
+    /// `Set-Cookie` values the answer carries (a refused request that must also drop the
+    /// browser's session cookie, and then gets a new CSRF cookie: `auth::csrf::follow_session`).
+    pub set_cookies: Vec<String>,
 }
 
 pub type ApiResult<T> = Result<T, ApiError>;
@@ -141,7 +141,7 @@ impl ApiError {
                 details: None,
                 allow: None,
                 log_detail: None,
-                set_cookie: None,
+                set_cookies: Vec::new(),
             }),
         }
     }
@@ -171,7 +171,7 @@ impl ApiError {
 
     /// The answer also sets this cookie (`Set-Cookie` value).
     pub fn with_cookie(mut self, set_cookie: String) -> ApiError {
-        self.more.set_cookie = Some(set_cookie);
+        self.more.set_cookies.push(set_cookie);
         self
     }
 

@@ -1,7 +1,7 @@
 //! Routing: one table of (method, path pattern, handler), and the one dispatch function that
-//! applies the cross-cutting rules in order: 404/405, CSRF and media type for POSTs and DELETEs
-//! under /auth, then the handler, then a new CSRF cookie when the response changed the session
-//! cookie. A `*` in a pattern matches one path segment.
+//! applies the cross-cutting rules in order: 404/405, CSRF and media type for requests that change
+//! state under /auth and /v1, then the handler, then a new CSRF cookie when the answer (or the
+//! refusal) set or cleared the session cookie. A `*` in a pattern matches one path segment.
 
 use crate::app::{App, Reply};
 use crate::auth;
@@ -217,12 +217,8 @@ pub fn dispatch(app: &App, req: &Request) -> (&'static str, ApiResult<Reply>) {
         Ok(r) => r,
         Err(e) => return ("unmatched", Err(e)),
     };
-    (
-        route.name,
-        guard(app, req)
-            .and_then(|()| (route.handler)(app, req))
-            .map(|reply| auth::csrf::follow_session(app, reply)),
-    )
+    let result = guard(app, req).and_then(|()| (route.handler)(app, req));
+    (route.name, auth::csrf::follow_session(app, result))
 }
 
 /// The answer of the request's route's screen when it refuses the request (`Screen`), with the
