@@ -19,6 +19,7 @@ pub enum Code {
     NotFound,
     MethodNotAllowed,
     EmailTaken,
+    TooManyTokens,
     PayloadTooLarge,
     UnsupportedMediaType,
     HeaderTooLarge,
@@ -44,6 +45,7 @@ impl Code {
             Code::NotFound => "not_found",
             Code::MethodNotAllowed => "method_not_allowed",
             Code::EmailTaken => "email_taken",
+            Code::TooManyTokens => "too_many_tokens",
             Code::PayloadTooLarge => "payload_too_large",
             Code::UnsupportedMediaType => "unsupported_media_type",
             Code::HeaderTooLarge => "header_too_large",
@@ -65,7 +67,7 @@ impl Code {
             Code::CsrfInvalid | Code::ReauthRequired | Code::Forbidden => 403,
             Code::NotFound => 404,
             Code::MethodNotAllowed => 405,
-            Code::EmailTaken => 409,
+            Code::EmailTaken | Code::TooManyTokens => 409,
             Code::PayloadTooLarge => 413,
             Code::UnsupportedMediaType => 415,
             Code::HeaderTooLarge => 431,
@@ -92,6 +94,9 @@ impl Code {
             Code::NotFound => "Not found.",
             Code::MethodNotAllowed => "Method not allowed.",
             Code::EmailTaken => "An account with this email address exists already.",
+            Code::TooManyTokens => {
+                "The project has as many API tokens as it may; revoke one first."
+            }
             Code::PayloadTooLarge => "The request body is larger than 64 KiB.",
             Code::UnsupportedMediaType => "The request body must be application/json.",
             Code::HeaderTooLarge => "The request head is too large.",

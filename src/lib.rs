@@ -32,6 +32,7 @@ pub mod sharded;
 #[allow(unsafe_code)]
 pub(crate) mod sock;
 pub mod subscribe;
+pub mod tokens;
 
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;

@@ -10,6 +10,7 @@ use crate::error::{ApiError, ApiResult, Code};
 use crate::http::{csrf, Method, Request, Response};
 use crate::ops;
 use crate::subscribe;
+use crate::tokens;
 
 pub type Handler = fn(&App, &Request) -> ApiResult<Reply>;
 
@@ -143,6 +144,19 @@ pub static ROUTES: &[Route] = &[
         auth::own_sessions::delete_one,
     ),
     route(Get, STREAM_PATH, "events", subscribe::get),
+    route(Get, "/v1/projects/*/tokens", "tokens", tokens::list),
+    route(
+        Post,
+        "/v1/projects/*/tokens",
+        "token_create",
+        tokens::create,
+    ),
+    route(
+        Delete,
+        "/v1/projects/*/tokens/*",
+        "token_revoke",
+        tokens::revoke,
+    ),
     route(Get, "/healthz", "healthz", ops::healthz),
     route(Get, "/readyz", "readyz", ops::readyz),
     route(Get, "/metrics", "metrics", ops::metrics),

@@ -71,6 +71,8 @@ pub enum Opened {
         lease: i64,
         token_id: i64,
         project_id: i64,
+        /// Seconds until the token expires; `None`: never.
+        remaining: Option<f64>,
     },
     Session {
         lease: i64,
@@ -94,6 +96,7 @@ fn outcome(row: &postgres::Row) -> Opened {
                 lease: row.get(1),
                 token_id,
                 project_id: row.get(3),
+                remaining: row.get(6),
             },
             None => Opened::Session {
                 lease: row.get(1),
@@ -110,7 +113,7 @@ fn outcome(row: &postgres::Row) -> Opened {
 }
 
 /// Authenticates each credential and takes a lease for it, in one statement
-/// (`consoled_open_streams`, migration 0007; `events::openings` gathers them): one outcome per
+/// (`consoled_open_streams`, migrations 0007, 0008 and 0010; `events::openings` gathers them): one outcome per
 /// credential, in their order. The credentials of one holder are admitted in order
 /// while the holder stays under `limit`.
 pub fn open(

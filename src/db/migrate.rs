@@ -46,6 +46,11 @@ pub const MIGRATIONS: &[(i32, &str, &str)] = &[
         "0008_open_streams_counts.sql",
         include_str!("../../migrations/0008_open_streams_counts.sql"),
     ),
+    (
+        10,
+        "0010_user_made_api_tokens.sql",
+        include_str!("../../migrations/0010_user_made_api_tokens.sql"),
+    ),
 ];
 
 /// An arbitrary constant naming our lock in `pg_advisory_lock`.

@@ -31,11 +31,8 @@ pub fn live_sessions(c: &mut impl Sql, ids: &[i64]) -> Result<Vec<i64>, postgres
     Ok(rows.iter().map(|r| r.get(0)).collect())
 }
 
-/// The given API tokens that exist and are not revoked.
+/// The given API tokens that are live (`live_api_tokens`: not revoked, not expired...).
 pub fn live_tokens(c: &mut impl Sql, ids: &[i64]) -> Result<Vec<i64>, postgres::Error> {
-    let rows = c.query(
-        "SELECT id FROM api_tokens WHERE id = ANY($1) AND revoked_at IS NULL",
-        &[&ids],
-    )?;
+    let rows = c.query("SELECT id FROM live_api_tokens WHERE id = ANY($1)", &[&ids])?;
     Ok(rows.iter().map(|r| r.get(0)).collect())
 }

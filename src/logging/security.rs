@@ -36,6 +36,8 @@ pub enum Event {
     MfaEnabled,
     MfaDisabled,
     RecoveryCodesReplaced,
+    ApiTokenCreated,
+    ApiTokenRevoked,
 }
 
 impl Event {
@@ -60,6 +62,8 @@ impl Event {
             Event::MfaEnabled => "mfa_enabled",
             Event::MfaDisabled => "mfa_disabled",
             Event::RecoveryCodesReplaced => "recovery_codes_replaced",
+            Event::ApiTokenCreated => "api_token_created",
+            Event::ApiTokenRevoked => "api_token_revoked",
         }
     }
 
@@ -84,6 +88,8 @@ impl Event {
             Event::MfaEnabled => "second factor enabled",
             Event::MfaDisabled => "second factor disabled",
             Event::RecoveryCodesReplaced => "recovery codes replaced",
+            Event::ApiTokenCreated => "API token made",
+            Event::ApiTokenRevoked => "API token revoked",
         }
     }
 
@@ -141,6 +147,8 @@ mod tests {
             Event::MfaEnabled,
             Event::MfaDisabled,
             Event::RecoveryCodesReplaced,
+            Event::ApiTokenCreated,
+            Event::ApiTokenRevoked,
         ];
         let mut names: Vec<&str> = all.iter().map(|e| e.name()).collect();
         names.sort();
