@@ -41,6 +41,10 @@ pub struct App {
     pub stream_slots: Arc<crate::admission::Slots>,
     /// Streams held here per user or token (the per-principal limit, checked from memory).
     pub stream_principals: Arc<crate::admission::Principals>,
+    /// Sessions and tokens checked here, kept while the listener hears nothing of them.
+    pub checked: Arc<crate::identity::Checked>,
+    /// Uses of those, written in batches (`identity::seen`).
+    pub seen: crate::identity::Seen,
 }
 
 /// What a handler produces: a complete response, or an event stream to hand to its own thread.

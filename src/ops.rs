@@ -5,6 +5,7 @@ use crate::app::{App, Reply};
 use crate::error::{ApiError, ApiResult};
 use crate::http::{Request, Response};
 use crate::metrics::Gauges;
+use std::sync::atomic::Ordering;
 
 pub fn healthz(_app: &App, _req: &Request) -> ApiResult<Reply> {
     Ok(Response::text(200, "text/plain; charset=utf-8", "ok\n").into())
@@ -29,6 +30,11 @@ pub fn metrics(app: &App, _req: &Request) -> ApiResult<Reply> {
         pool_max: app.pool.max_size(),
         max_connections: app.capacity.max_connections,
         max_streams: app.capacity.max_streams,
+        checks: [
+            app.checked.hits.load(Ordering::Relaxed),
+            app.checked.misses.load(Ordering::Relaxed),
+        ],
+        checked: app.checked.len(),
     };
     let text = app.metrics.render(&gauges);
     Ok(Response::text(200, "text/plain; version=0.0.4; charset=utf-8", text).into())

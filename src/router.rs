@@ -8,6 +8,7 @@ use crate::auth;
 use crate::demo;
 use crate::error::{ApiError, ApiResult, Code};
 use crate::http::{csrf, Method, Request, Response};
+use crate::identity;
 use crate::ops;
 use crate::subscribe;
 use crate::tokens;
@@ -78,6 +79,7 @@ pub static ROUTES: &[Route] = &[
     route(Post, "/auth/login", "login", auth::login::post).screened(auth::login::screen),
     route(Post, "/auth/logout", "logout", auth::login::logout),
     route(Get, "/auth/session", "session", auth::login::get),
+    route(Get, "/auth/check", "check", identity::check::get),
     route(Post, "/auth/mfa/totp", "mfa_totp", auth::mfa::complete),
     route(Post, "/auth/mfa/totp/setup", "mfa_setup", auth::mfa::setup),
     route(

@@ -5,6 +5,8 @@
 //!
 //! When the connection is lost (restart, `pg_terminate_backend`, network) it reconnects with
 //! backoff and tells every open stream to `resync`: changes may have been missed meanwhile.
+//! The checked sessions and tokens (`identity`) are trusted only while it listens, and forget
+//! what each notification names.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -75,6 +77,8 @@ fn run(core: &Core, ready: &crossbeam_channel::Sender<()>) {
             }
             Err(e) => crate::db::health::failed("change listener", &e),
         }
+        // News may be missed until it listens again: checks go to the database meanwhile.
+        core.checked.distrust();
         if started.elapsed() >= HEALTHY {
             backoff = FIRST_BACKOFF;
         }
@@ -104,6 +108,7 @@ fn listen(
     // Streams being opened while nobody listened read their principal again.
     core.hub.journal.record(Mark::Reset);
     refresh(core, client).map_err(|e| crate::db::health::cause(&e))?;
+    core.checked.trust();
     let streams = core.hub.resync_all();
     if streams > 0 {
         log::info!("change listener connected: {streams} streams told to resync");
@@ -186,6 +191,8 @@ fn change(core: &Core, client: &mut Client, payload: &str) -> Result<(), postgre
     {
         core.hub.remember_project(project, org);
     }
+    core.checked
+        .heard_change(&change.kind, change.id, &change.op);
     if let Some(project) = core.hub.unknown_project(&change) {
         if let Some(org) = visibility::org_of_project(client, project)? {
             core.hub.remember_project(project, org);
@@ -201,7 +208,8 @@ fn change(core: &Core, client: &mut Client, payload: &str) -> Result<(), postgre
 }
 
 /// `s:<session id>`, `t:<token id>`: end those streams. `u:<user id>`: the user's memberships
-/// changed; reload them before routing the change that follows.
+/// changed; reload them before routing the change that follows. `r:<session id>`: the session
+/// has a new token (its streams go on). Each is also forgotten by the checked credentials.
 fn control(core: &Core, client: &mut Client, payload: &str) -> Result<(), postgres::Error> {
     let Some((kind, id)) = payload
         .split_once(':')
@@ -213,14 +221,21 @@ fn control(core: &Core, client: &mut Client, payload: &str) -> Result<(), postgr
     match kind {
         "s" => {
             core.hub.journal.record(Mark::Session(id));
+            core.checked.forget_session(id);
             core.hub.end_session(id);
+        }
+        "r" => {
+            core.hub.journal.record(Mark::Session(id));
+            core.checked.forget_session(id);
         }
         "t" => {
             core.hub.journal.record(Mark::Token(id));
+            core.checked.forget_token(id);
             core.hub.end_token(id);
         }
         "u" => {
             core.hub.journal.record(Mark::User(id));
+            core.checked.forget_user(id);
             if let Some(version) = core.hub.begin_reload(id) {
                 let orgs = visibility::orgs_of(client, &[id])?.remove(&id);
                 core.hub.set_orgs(id, &orgs.unwrap_or_default(), version);
