@@ -255,6 +255,13 @@ fn a_state_changing_original_request_must_pass_the_csrf_rules() {
     .expect_error(403, "csrf_invalid");
     let delete = ("X-Forwarded-Method", "DELETE");
     check(server.addr, &[("Cookie", &session), delete]).expect_error(403, "csrf_invalid");
+    // A client's own line of the other header cannot make a POST look safe.
+    let both = [
+        ("Cookie", session.as_str()),
+        ("X-Original-Method", "GET"),
+        delete,
+    ];
+    check(server.addr, &both).expect_error(403, "csrf_invalid");
     for safe in ["GET", "HEAD", "OPTIONS"] {
         check(
             server.addr,

@@ -19,7 +19,7 @@ use crate::router::changes_state;
 
 pub fn get(app: &App, req: &Request) -> ApiResult<Reply> {
     let caller = super::identify(app, req)?;
-    if matches!(caller.by, By::Session { .. }) && changes_state(original_method(req)) {
+    if matches!(caller.by, By::Session { .. }) && changes_state_originally(req) {
         let session = auth::session_token(req);
         // The session was just found live, so a token bound to no session cannot pass.
         csrf::check(req, &app.origins, &app.csrf_key, session.as_deref(), || {
@@ -37,12 +37,15 @@ pub fn get(app: &App, req: &Request) -> ApiResult<Reply> {
     Ok(response.into())
 }
 
-/// The method of the request being checked, as the proxy names it; GET when none is named (a
-/// service asking for itself about a safe request).
-fn original_method(req: &Request) -> Method {
-    req.header("x-original-method")
-        .or_else(|| req.header("x-forwarded-method"))
-        .map_or(Method::Get, |m| Method::parse(m.trim()))
+/// Whether the request being checked changes state, as the proxy names its method: any line
+/// of either header naming another method than GET, HEAD or OPTIONS. The strictest wins, since a
+/// proxy replaces the one it sets but passes a client's own line of the other on; none named
+/// is a GET (a service asking for itself about a safe request).
+fn changes_state_originally(req: &Request) -> bool {
+    req.headers
+        .iter()
+        .filter(|(name, _)| name == "x-original-method" || name == "x-forwarded-method")
+        .any(|(_, m)| changes_state(Method::parse(m.trim())))
 }
 
 /// The identity headers (docs/API.md, `GET /auth/check`).

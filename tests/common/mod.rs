@@ -6,6 +6,7 @@ pub mod binary;
 pub mod browsers;
 pub mod fake_idp;
 pub mod pgcount;
+pub mod proxies;
 pub mod smtp;
 pub mod sse;
 pub mod webdriver;
