@@ -53,7 +53,7 @@ impl Route {
     }
 }
 
-use Method::{Delete, Get, Post};
+use Method::{Delete, Get, Head, Post};
 
 pub static ROUTES: &[Route] = &[
     route(Get, "/", "demo", demo::index),
@@ -80,6 +80,9 @@ pub static ROUTES: &[Route] = &[
     route(Post, "/auth/logout", "logout", auth::login::logout),
     route(Get, "/auth/session", "session", auth::login::get),
     route(Get, "/auth/check", "check", identity::check::get),
+    // The same without a body, for proxies: nginx keeps its connection to an `auth_request`
+    // upstream only when the answer has no body to skip (`identity::check`).
+    route(Head, "/auth/check", "check", identity::check::get),
     route(Post, "/auth/mfa/totp", "mfa_totp", auth::mfa::complete),
     route(Post, "/auth/mfa/totp/setup", "mfa_setup", auth::mfa::setup),
     route(

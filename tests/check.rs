@@ -414,3 +414,35 @@ fn uses_answered_from_memory_keep_the_session_alive() {
         .get(0);
     assert!(idle < 2.0, "last seen {idle} s ago");
 }
+
+/// `HEAD /auth/check` answers the same without a body: a proxy's connection stays open for the
+/// next check (nginx closes an `auth_request` upstream whose answer has a body to skip).
+#[test]
+fn head_answers_the_same_headers_without_a_body() {
+    use std::io::{BufReader, Read, Write};
+    let server = TestServer::start();
+    let mut c = server.client();
+    let (email, _) = c.signup();
+    let head = |cookie: &str| {
+        let mut s = std::net::TcpStream::connect(server.addr).unwrap();
+        let request = format!(
+            "HEAD /auth/check HTTP/1.1\r\nHost: x\r\nConnection: close\r\nCookie: {cookie}\r\n\r\n"
+        );
+        s.write_all(request.as_bytes()).unwrap();
+        let mut reader = BufReader::new(s);
+        let (status, headers) = read_head(&mut reader);
+        let mut rest = Vec::new();
+        reader.read_to_end(&mut rest).unwrap();
+        (status, headers, rest)
+    };
+    let (status, headers, rest) = head(&cookie(&c));
+    assert_eq!(status, 200);
+    let email_header = headers
+        .iter()
+        .find(|(n, _)| n.eq_ignore_ascii_case("x-consoled-email"))
+        .map(|(_, v)| v.clone());
+    assert_eq!(email_header, Some(email));
+    assert!(rest.is_empty(), "a body after HEAD: {rest:?}");
+    let (status, _, rest) = head("svc_session=none");
+    assert_eq!((status, rest.len()), (401, 0));
+}

@@ -100,6 +100,8 @@ pub fn revoke(app: &App, req: &Request) -> ApiResult<Reply> {
     if !tokens::revoke(&mut *c, token_id, Some(project_id))? {
         return Err(ApiError::new(Code::NotFound).message("No such API token."));
     }
+    // This instance refuses it at once; every other one when the listener brings the news.
+    app.checked.forget_token(token_id);
     audit(
         app,
         req,
