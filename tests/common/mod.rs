@@ -4,6 +4,7 @@
 
 pub mod binary;
 pub mod browsers;
+pub mod checks;
 pub mod fake_idp;
 pub mod pgcount;
 pub mod proxies;
