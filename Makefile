@@ -58,9 +58,10 @@ db-up:
 db-down:
 	@scripts/pg.sh stop dev; scripts/pg.sh stop test
 
+# BENCH=checks (or any names of benches/*.rs, space-separated) runs only those.
 bench:
 	@url="$${DATABASE_URL:-$$(scripts/pg.sh start test $(TEST_PG_PORT))}"; \
-	$(CARGO) build --release --locked --bins --benches && DATABASE_URL="$$url" benches/run.sh
+	$(CARGO) build --release --locked --bins --benches && DATABASE_URL="$$url" benches/run.sh $(BENCH)
 
 # consoled against the async reference under benches/compare (its own Cargo workspace, never
 # built by run or test): the same stream ladder, back to back, one database; table and PNGs in

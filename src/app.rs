@@ -43,6 +43,10 @@ pub struct App {
     pub stream_principals: Arc<crate::admission::Principals>,
     /// The OpenID Connect providers and what each has told us (endpoints, keys).
     pub oidc: Arc<crate::auth::oauth::oidc::Providers>,
+    /// Sessions and tokens checked here, kept while the listener hears nothing of them.
+    pub checked: Arc<crate::identity::Checked>,
+    /// Uses of those, written in batches (`identity::seen`).
+    pub seen: crate::identity::Seen,
 }
 
 /// What a handler produces: a complete response, or an event stream to hand to its own thread.

@@ -25,6 +25,7 @@ pub enum Code {
     NameTaken,
     AlreadyMember,
     LastOwner,
+    TooManyTokens,
     PayloadTooLarge,
     UnsupportedMediaType,
     HeaderTooLarge,
@@ -56,6 +57,7 @@ impl Code {
             Code::NameTaken => "name_taken",
             Code::AlreadyMember => "already_member",
             Code::LastOwner => "last_owner",
+            Code::TooManyTokens => "too_many_tokens",
             Code::PayloadTooLarge => "payload_too_large",
             Code::UnsupportedMediaType => "unsupported_media_type",
             Code::HeaderTooLarge => "header_too_large",
@@ -82,7 +84,11 @@ impl Code {
             | Code::DomainNotAllowed => 403,
             Code::NotFound => 404,
             Code::MethodNotAllowed => 405,
-            Code::EmailTaken | Code::NameTaken | Code::AlreadyMember | Code::LastOwner => 409,
+            Code::EmailTaken
+            | Code::NameTaken
+            | Code::AlreadyMember
+            | Code::LastOwner
+            | Code::TooManyTokens => 409,
             Code::PayloadTooLarge => 413,
             Code::UnsupportedMediaType => 415,
             Code::HeaderTooLarge => 431,
@@ -117,6 +123,9 @@ impl Code {
             Code::NameTaken => "This name is taken in the organization.",
             Code::AlreadyMember => "This person is a member of the organization already.",
             Code::LastOwner => "An organization keeps at least one owner.",
+            Code::TooManyTokens => {
+                "The project has as many API tokens as it may; revoke one first."
+            }
             Code::PayloadTooLarge => "The request body is larger than 64 KiB.",
             Code::UnsupportedMediaType => "The request body must be application/json.",
             Code::HeaderTooLarge => "The request head is too large.",
@@ -146,9 +155,9 @@ pub struct More {
     pub allow: Option<String>,
     /// What the operator needs to know; logged, never sent.
     pub log_detail: Option<String>,
-    /// A `Set-Cookie` value the answer carries (a refused request that must also drop the
-    /// browser's session cookie).
-    pub set_cookie: Option<String>,
+    /// `Set-Cookie` values the answer carries (a refused request that must also drop the
+    /// browser's session cookie, and then gets a new CSRF cookie: `auth::csrf::follow_session`).
+    pub set_cookies: Vec<String>,
 }
 
 pub type ApiResult<T> = Result<T, ApiError>;
@@ -166,7 +175,7 @@ impl ApiError {
                 details: None,
                 allow: None,
                 log_detail: None,
-                set_cookie: None,
+                set_cookies: Vec::new(),
             }),
         }
     }
@@ -196,7 +205,7 @@ impl ApiError {
 
     /// The answer also sets this cookie (`Set-Cookie` value).
     pub fn with_cookie(mut self, set_cookie: String) -> ApiError {
-        self.more.set_cookie = Some(set_cookie);
+        self.more.set_cookies.push(set_cookie);
         self
     }
 

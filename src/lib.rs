@@ -17,6 +17,7 @@ pub mod events;
 pub mod failure;
 pub mod hashing;
 pub mod http;
+pub mod identity;
 pub mod keys;
 pub mod limits;
 pub mod logging;
@@ -34,6 +35,7 @@ pub mod sharded;
 pub(crate) mod sock;
 pub mod subscribe;
 pub mod teams;
+pub mod tokens;
 
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -120,15 +122,19 @@ pub fn serve(config: Config) -> Result<Service, Failure> {
     serve_on(config, listener)
 }
 
+/// How often a session's use is written: at most once a twentieth of the idle time (and a
+/// minute), as `auth::any_session` marks it.
+fn touch_after(config: &Config) -> f64 {
+    (config.session_idle.as_secs_f64() / 20.0).min(60.0)
+}
+
 /// What every stream opening of this process shares.
 fn stream_terms(config: &Config, hub: &events::Hub) -> events::Terms {
     events::Terms {
         instance: hub.leases.instance_id.clone(),
         rules: db::leases::SessionRules {
             idle: config.session_idle,
-            // As `auth::any_session` marks a session used: at most once a twentieth of the idle
-            // time (and a minute).
-            touch_after: (config.session_idle.as_secs_f64() / 20.0).min(60.0),
+            touch_after: touch_after(config),
         },
         limit: config.streams_per_principal,
     }
@@ -154,6 +160,10 @@ pub fn serve_on(config: Config, listener: std::net::TcpListener) -> Result<Servi
         stream_slots: admission::Slots::new(capacity.max_streams),
         stream_principals: admission::Principals::new(config.streams_per_principal),
         oidc: Arc::new(auth::oauth::oidc::Providers::new(&config.oidc)),
+        checked: Arc::new(identity::Checked::new(Duration::from_secs_f64(
+            touch_after(&config),
+        ))),
+        seen: identity::Seen::default(),
         capacity,
         hasher: hashing::Hasher::start(config.hash_threads, config.hash_queue),
         signin_blocks: admission::Blocks::default(),
@@ -177,6 +187,7 @@ pub fn serve_on(config: Config, listener: std::net::TcpListener) -> Result<Servi
         stopping: app.stopping.clone(),
         listen_db: db::direct_pg_config(&app.config, &listener_name)?,
         session_idle: app.config.session_idle,
+        checked: app.checked.clone(),
     });
     let mut background = vec![
         maintenance::start(app.clone()),

@@ -75,6 +75,9 @@ pub struct Gauges {
     /// Connections and event streams this process holds at most (`capacity`).
     pub max_connections: usize,
     pub max_streams: usize,
+    /// Credentials checked from memory and from the database (`identity`), and those remembered.
+    pub checks: [u64; 2],
+    pub checked: usize,
 }
 
 impl Metrics {
@@ -289,6 +292,15 @@ impl Metrics {
                 "# HELP {name} {help}\n# TYPE {name} counter\n{name} {value}"
             );
         }
+        let _ = writeln!(
+            out,
+            "# HELP consoled_checks_total Sessions and API tokens checked, by where they were found.\n\
+             # TYPE consoled_checks_total counter\nconsoled_checks_total{{from=\"memory\"}} {}\n\
+             consoled_checks_total{{from=\"database\"}} {}\n\
+             # HELP consoled_checked_credentials Sessions and API tokens remembered as checked.\n\
+             # TYPE consoled_checked_credentials gauge\nconsoled_checked_credentials {}",
+            g.checks[0], g.checks[1], g.checked
+        );
         let gauges = [
             (
                 "consoled_streams_open",
@@ -394,6 +406,8 @@ mod tests {
             pool_max: 16,
             max_connections: 100,
             max_streams: 90,
+            checks: [7, 1],
+            checked: 1,
         });
         assert!(text.contains("consoled_requests_total{route=\"login\",status=\"200\"} 1"));
         assert!(text
@@ -401,6 +415,7 @@ mod tests {
         assert!(text.contains("consoled_request_duration_seconds_count{route=\"login\"} 2"));
         assert!(text.contains("consoled_hash_queue_depth 2"));
         assert!(text.contains("consoled_hashes_refused_total 5"));
+        assert!(text.contains("consoled_checks_total{from=\"memory\"} 7\n"));
         assert!(text.contains("consoled_connections_max 100\n"));
         assert!(text.contains("consoled_streams_max 90\n"));
         assert!(text.contains("consoled_build_info{version=\""));

@@ -6,6 +6,7 @@ use crate::app::{App, Reply};
 use crate::error::{ApiError, ApiResult, Code};
 use crate::http::{Request, Response};
 use crate::metrics::Gauges;
+use std::sync::atomic::Ordering;
 
 pub fn healthz(_app: &App, _req: &Request) -> ApiResult<Reply> {
     Ok(health().into())
@@ -48,6 +49,11 @@ pub fn metrics_text(app: &App) -> Response {
         pool_max: app.pool.max_size(),
         max_connections: app.capacity.max_connections,
         max_streams: app.capacity.max_streams,
+        checks: [
+            app.checked.hits.load(Ordering::Relaxed),
+            app.checked.misses.load(Ordering::Relaxed),
+        ],
+        checked: app.checked.len(),
     };
     let text = app.metrics.render(&gauges);
     Response::text(200, "text/plain; version=0.0.4; charset=utf-8", text)

@@ -25,6 +25,7 @@ use crate::error::{ApiError, ApiResult, Code};
 use crate::events::journal::Mark;
 use crate::events::{Scope, StreamPlan, Timing};
 use crate::http::{refusal, Request, Response};
+use crate::tokens::secret::{self, Shape};
 
 /// `GET /v1/events`.
 pub fn get(app: &App, req: &Request) -> ApiResult<Reply> {
@@ -78,12 +79,13 @@ fn open(app: &App, req: &Request) -> ApiResult<Reply> {
             lease,
             token_id,
             project_id,
+            remaining,
         } => {
             let scope = Scope::Token {
                 token_id,
                 project_id,
             };
-            (lease, Holder::Token(token_id), scope, None, None)
+            (lease, Holder::Token(token_id), scope, None, remaining)
         }
         Opened::Session {
             lease,
@@ -155,9 +157,15 @@ fn open(app: &App, req: &Request) -> ApiResult<Reply> {
         app.hub
             .set_orgs(user_id, &orgs.unwrap_or_default(), version);
     }
-    if let (Scope::Session { session_id, .. }, Some(remaining)) = (scope, remaining) {
+    // A session's or token's streams end when it expires (`events::keeper`).
+    if let Some(remaining) = remaining {
         let remaining = Duration::from_secs_f64(remaining.max(0.0));
-        app.hub.leases.watch_session(session_id, remaining);
+        match scope {
+            Scope::Session { session_id, .. } => {
+                app.hub.leases.watch_session(session_id, remaining)
+            }
+            Scope::Token { token_id, .. } => app.hub.leases.watch_token(token_id, remaining),
+        }
     }
     let timing = Timing {
         ping: app.config.ping_interval,
@@ -211,7 +219,8 @@ fn inactive_organization(status: &str) -> ApiError {
 }
 
 /// A bearer API token, else the session cookie, by the hash the database keeps; what cannot be
-/// one of ours is refused without a query (401 `unauthorized`).
+/// one of ours (a token of neither form, or whose checksum fails) is refused without a query
+/// (401 `unauthorized`).
 fn credential(req: &Request) -> ApiResult<Credential> {
     if req.header("authorization").is_none() {
         let token = auth::session_token(req).ok_or_else(|| ApiError::new(Code::Unauthorized))?;
@@ -219,7 +228,7 @@ fn credential(req: &Request) -> ApiResult<Credential> {
     }
     let secret = req
         .bearer()
-        .filter(|s| s.starts_with(tokens::PREFIX))
+        .filter(|s| secret::shape(s) != Shape::Malformed)
         .ok_or_else(unknown_token)?;
     Ok(Credential::Token(token_hash(secret)))
 }

@@ -225,7 +225,15 @@ fn token_create_prints_the_secret_once_and_stores_a_hash() {
     assert_eq!(keys.len(), 3, "{out}");
     assert_eq!(out["project_id"], a.project_id);
     let secret = out["token"].as_str().unwrap();
-    assert!(secret.starts_with("csd_") && secret.len() > 40, "{secret}");
+    // The current form: prefix and checksum (issue 31).
+    assert!(
+        secret.starts_with("csdt_") && secret.len() == 54,
+        "{secret}"
+    );
+    assert_eq!(
+        consoled::tokens::secret::shape(secret),
+        consoled::tokens::secret::Shape::Checked
+    );
     let stored: Vec<u8> = db()
         .query_one(
             "SELECT token_hash FROM api_tokens WHERE id = $1",

@@ -302,6 +302,37 @@ fn full_run(json: bool) {
     );
     assert_eq!(stream.status, 200);
     drop(stream);
+    // A token made through the API, and the check the console's other services ask, with the
+    // session and with both tokens (issue 31); then the made one revoked.
+    let made = p.post(
+        &format!("/v1/projects/{project}/tokens"),
+        &json!({"name": "logged", "scope": "read"}),
+    );
+    made.expect(201);
+    let made_token = made.json()["token"].as_str().unwrap().to_string();
+    secrets.push(made_token.clone());
+    let session = format!("svc_session={}", p.cookies["svc_session"]);
+    let checks = [
+        ("Cookie", session),
+        ("Authorization", format!("Bearer {token}")),
+        ("Authorization", format!("Bearer {made_token}")),
+    ];
+    for (name, value) in checks {
+        let h = [(name.to_string(), value)];
+        assert_eq!(
+            common::raw_request(server.addr, "GET", "/auth/check", &h, b"").status,
+            200
+        );
+    }
+    let revoke = format!("/v1/projects/{project}/tokens/{}", made.json()["id"]);
+    let csrf = p.csrf();
+    p.send("DELETE", &revoke, &[("X-CSRF-Token", &csrf)], b"")
+        .expect(204);
+    let gone = [("Authorization".to_string(), format!("Bearer {made_token}"))];
+    assert_eq!(
+        common::raw_request(server.addr, "GET", "/auth/check", &gone, b"").status,
+        401
+    );
 
     // Forgot and reset.
     let mut anonymous = Client::new(server.addr);

@@ -75,22 +75,37 @@ pub const COMMANDS: &[Command] = &[
     },
     Command {
         words: &["token", "create"],
-        synopsis: "consoled token create --project ID [--name NAME]",
+        synopsis: "consoled token create --project ID [--name NAME] [--scope SCOPE] \
+                   [--expires-in SECONDS]",
         about: "Issues an API token for a project and prints {\"id\", \"project_id\", \"token\"}. \
                 The token is shown only now (only its hash is stored); send it as \
-                `Authorization: Bearer TOKEN` to GET /v1/events.",
+                `Authorization: Bearer TOKEN` to GET /v1/events, or to the console's services \
+                (GET /auth/check). Without --expires-in it never expires (the API's limit, \
+                CONSOLED_TOKEN_MAX_LIFETIME_SECONDS, is for users, not for the operator).",
         options: &[
             ("project", true, "the project's id"),
             ("name", false, "a label for the token"),
+            (
+                "scope",
+                false,
+                "read or read_write (the default), as GET /auth/check reports it",
+            ),
+            (
+                "expires-in",
+                false,
+                "seconds until it expires (default: never)",
+            ),
         ],
     },
     Command {
         words: &["token", "list"],
         synopsis: "consoled token list --project ID",
         about: "Lists a project's API tokens, oldest first, and prints {\"project_id\", \
-                \"tokens\": [{\"id\", \"name\", \"created_at\", \"last_used_at\", \
-                \"revoked_at\"}]} (times in UTC, RFC 3339; last use to the minute, null if never \
-                used; revoked_at null while live). Never a secret: only hashes are stored, and \
+                \"tokens\": [{\"id\", \"name\", \"scope\", \"created_at\", \"created_by\", \
+                \"last_used_at\", \"expires_at\", \"revoked_at\"}]} (times in UTC, RFC 3339; last \
+                use to the minute, null if never used; created_by {\"id\", \"email\"} of the \
+                user who made it, null for the command line's; expires_at null for never; \
+                revoked_at null while not revoked). Never a secret: only hashes are stored, and \
                 those are not shown either. The id is what token revoke takes.",
         options: &[("project", true, "the project's id")],
     },

@@ -82,6 +82,10 @@ pub struct Config {
     pub mfa_pending: Duration,
     /// How long after a sign-in the session may change the second factor without the password.
     pub reauth: Duration,
+    /// The longest life a user may give an API token, and the life of one given none.
+    pub token_max_lifetime: Duration,
+    /// Live API tokens a project may have (409 `too_many_tokens` past it).
+    pub tokens_per_project: usize,
     /// Where the client's address comes from: trusted proxies and the header they set.
     pub client_source: crate::http::client::Source,
     /// Every rate limit in force (defaults of `crate::limits` with their settings applied).
@@ -264,6 +268,8 @@ impl Config {
             session_max: secs(env.parse("CONSOLED_SESSION_MAX_SECONDS", 7 * 24 * 3600)?),
             mfa_pending: secs(env.parse("CONSOLED_MFA_PENDING_SECONDS", 600)?),
             reauth: secs(env.parse("CONSOLED_REAUTH_SECONDS", 300)?),
+            token_max_lifetime: secs(env.parse("CONSOLED_TOKEN_MAX_LIFETIME_SECONDS", 31_536_000)?),
+            tokens_per_project: env.parse("CONSOLED_TOKENS_PER_PROJECT", 100)?,
             client_source: crate::http::client::Source {
                 trusted_proxies: parse_nets(
                     &env.get("CONSOLED_TRUSTED_PROXIES").unwrap_or_default(),
@@ -309,6 +315,7 @@ impl Config {
             ("CONSOLED_HASH_THREADS", self.hash_threads),
             ("CONSOLED_STREAM_QUEUE", self.stream_queue),
             ("CONSOLED_DB_POOL", self.db_pool_size as usize),
+            ("CONSOLED_TOKENS_PER_PROJECT", self.tokens_per_project),
             (
                 "CONSOLED_MAX_CONNECTIONS",
                 self.max_connections.unwrap_or(1),
@@ -366,6 +373,10 @@ impl Config {
         for (name, value) in [
             ("CONSOLED_SESSION_IDLE_SECONDS", self.session_idle),
             ("CONSOLED_SESSION_MAX_SECONDS", self.session_max),
+            (
+                "CONSOLED_TOKEN_MAX_LIFETIME_SECONDS",
+                self.token_max_lifetime,
+            ),
         ] {
             if value.is_zero() {
                 return Err(invalid(

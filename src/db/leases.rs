@@ -71,6 +71,8 @@ pub enum Opened {
         lease: i64,
         token_id: i64,
         project_id: i64,
+        /// Seconds until the token expires; `None`: never.
+        remaining: Option<f64>,
     },
     Session {
         lease: i64,
@@ -107,6 +109,7 @@ fn outcome(row: &postgres::Row) -> Opened {
                     lease: row.get(1),
                     token_id,
                     project_id: row.get(3),
+                    remaining: row.get(6),
                 },
             },
             None => Opened::Session {
@@ -124,7 +127,7 @@ fn outcome(row: &postgres::Row) -> Opened {
 }
 
 /// Authenticates each credential and takes a lease for it, in one statement
-/// (`consoled_open_streams`, migration 0007; `events::openings` gathers them): one outcome per
+/// (`consoled_open_streams`, migrations 0007, 0008 and 0010; `events::openings` gathers them): one outcome per
 /// credential, in their order. The credentials of one holder are admitted in order
 /// while the holder stays under `limit`. A suspended or closed organization is seen by nobody
 /// (docs/API.md): a session's organizations are its active ones, and a token's organization

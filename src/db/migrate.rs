@@ -52,6 +52,11 @@ pub const MIGRATIONS: &[(i32, &str, &str)] = &[
         include_str!("../../migrations/0009_attack_defences.sql"),
     ),
     (
+        10,
+        "0010_user_made_api_tokens.sql",
+        include_str!("../../migrations/0010_user_made_api_tokens.sql"),
+    ),
+    (
         11,
         "0011_teams.sql",
         include_str!("../../migrations/0011_teams.sql"),

@@ -1,5 +1,6 @@
 //! The database: connection settings, the r2d2 pool, migrations, and one module per table.
 
+pub mod callers;
 pub mod devices;
 pub mod health;
 pub mod identities;

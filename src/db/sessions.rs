@@ -111,6 +111,20 @@ pub fn touch(c: &mut impl Sql, id: i64, seen: &Seen) -> Result<(), postgres::Err
     Ok(())
 }
 
+/// Marks sessions as used now, each from where its `Seen` says: one statement for a batch
+/// (`identity::seen`).
+pub fn touch_many(c: &mut impl Sql, used: &[(i64, Seen)]) -> Result<u64, postgres::Error> {
+    let ids: Vec<i64> = used.iter().map(|(id, _)| *id).collect();
+    let addresses: Vec<Option<&str>> = used.iter().map(|(_, s)| s.address.as_deref()).collect();
+    let agents: Vec<&str> = used.iter().map(|(_, s)| s.agent.as_str()).collect();
+    c.execute(
+        "UPDATE sessions s SET last_seen_at = now(), client_address = u.address, user_agent = u.agent
+           FROM unnest($1::bigint[], $2::text[], $3::text[]) AS u(id, address, agent)
+          WHERE s.id = u.id",
+        &[&ids, &addresses, &agents],
+    )
+}
+
 /// Seconds until a session ends unless used again; `None` once it is gone or expired.
 pub fn remaining(
     c: &mut impl Sql,

@@ -42,12 +42,13 @@ pub fn live_sessions(c: &mut impl Sql, ids: &[i64]) -> Result<HashMap<i64, u64>,
         .collect())
 }
 
-/// The given API tokens that exist, are not revoked, and whose organization is active.
+/// The given API tokens that are live (`live_api_tokens`: not revoked, not expired...) and whose
+/// organization is active.
 pub fn live_tokens(c: &mut impl Sql, ids: &[i64]) -> Result<Vec<i64>, postgres::Error> {
     let rows = c.query(
-        "SELECT t.id FROM api_tokens t
+        "SELECT t.id FROM live_api_tokens t
            JOIN projects p ON p.id = t.project_id JOIN organizations o ON o.id = p.org_id
-          WHERE t.id = ANY($1) AND t.revoked_at IS NULL AND o.status = 'active'",
+          WHERE t.id = ANY($1) AND o.status = 'active'",
         &[&ids],
     )?;
     Ok(rows.iter().map(|r| r.get(0)).collect())

@@ -19,4 +19,6 @@ pub struct Core {
     /// Settings of the listener's own connection (never a pooled one).
     pub listen_db: postgres::Config,
     pub session_idle: Duration,
+    /// Checked sessions and tokens (`identity`), forgotten on the listener's news of them.
+    pub checked: Arc<crate::identity::Checked>,
 }

@@ -5,6 +5,8 @@
 //!
 //! When the connection is lost (restart, `pg_terminate_backend`, network) it reconnects with
 //! backoff and tells every open stream to `resync`: changes may have been missed meanwhile.
+//! The checked sessions and tokens (`identity`) are trusted only while it listens, and forget
+//! what each notification names.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -75,6 +77,8 @@ fn run(core: &Core, ready: &crossbeam_channel::Sender<()>) {
             }
             Err(e) => crate::db::health::failed("change listener", &e),
         }
+        // News may be missed until it listens again: checks go to the database meanwhile.
+        core.checked.distrust();
         if started.elapsed() >= HEALTHY {
             backoff = FIRST_BACKOFF;
         }
@@ -104,6 +108,7 @@ fn listen(
     // Streams being opened while nobody listened read their principal again.
     core.hub.journal.record(Mark::Reset);
     refresh(core, client).map_err(|e| crate::db::health::cause(&e))?;
+    core.checked.trust();
     let streams = core.hub.resync_all();
     if streams > 0 {
         log::info!("change listener connected: {streams} streams told to resync");
@@ -194,6 +199,8 @@ fn change(core: &Core, client: &mut Client, payload: &str) -> Result<(), postgre
             core.hub.remember_project(project, org);
         }
     }
+    core.checked
+        .heard_change(&change.kind, change.id, &change.op);
     if let Some(project) = core.hub.unknown_project(&change) {
         if let Some(org) = visibility::org_of_project(client, project)? {
             core.hub.remember_project(project, org);
@@ -211,7 +218,7 @@ fn change(core: &Core, client: &mut Client, payload: &str) -> Result<(), postgre
 /// `s:<session id>`, `t:<token id>`: end those streams. `r:<session id>:<tag>`: the session's
 /// token was replaced; end the streams opened with the old one (`tag`, 16 hex digits).
 /// `u:<user id>`: the user's memberships changed; reload them before routing the change that
-/// follows.
+/// follows. Each is also forgotten by the checked credentials (`identity`).
 fn control(core: &Core, client: &mut Client, payload: &str) -> Result<(), postgres::Error> {
     let (kind, rest) = payload.split_once(':').unwrap_or((payload, ""));
     let (id, tag) = rest.split_once(':').unwrap_or((rest, ""));
@@ -222,9 +229,12 @@ fn control(core: &Core, client: &mut Client, payload: &str) -> Result<(), postgr
     match kind {
         "s" => {
             core.hub.journal.record(Mark::Session(id));
+            core.checked.forget_session(id);
             core.hub.end_session(id);
         }
         "r" => {
+            // The old token stops passing checks at once, whatever its tag says.
+            core.checked.forget_session(id);
             let Ok(tag) = u64::from_str_radix(tag, 16) else {
                 log::warn!("ignored a malformed control notification");
                 return Ok(());
@@ -234,10 +244,12 @@ fn control(core: &Core, client: &mut Client, payload: &str) -> Result<(), postgr
         }
         "t" => {
             core.hub.journal.record(Mark::Token(id));
+            core.checked.forget_token(id);
             core.hub.end_token(id);
         }
         "u" => {
             core.hub.journal.record(Mark::User(id));
+            core.checked.forget_user(id);
             if let Some(version) = core.hub.begin_reload(id) {
                 let orgs = visibility::orgs_of(client, &[id])?.remove(&id);
                 core.hub.set_orgs(id, &orgs.unwrap_or_default(), version);

@@ -36,6 +36,23 @@ impl Fields {
         }
     }
 
+    /// An optional whole number within `range` (absent or null is `None`).
+    pub fn optional_integer(
+        &self,
+        name: &str,
+        range: std::ops::RangeInclusive<u64>,
+    ) -> Result<Option<u64>, ApiError> {
+        let rule = || format!("a whole number from {} to {}", range.start(), range.end());
+        match self.0.get(name) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::Number(n)) => match n.as_u64() {
+                Some(v) if range.contains(&v) => Ok(Some(v)),
+                _ => Err(ApiError::invalid(name, &rule())),
+            },
+            Some(_) => Err(ApiError::invalid(name, &rule())),
+        }
+    }
+
     /// A required string field.
     pub fn string(&self, name: &str) -> Result<&str, ApiError> {
         match self.0.get(name) {
@@ -158,6 +175,16 @@ mod tests {
             assert_eq!(Fields::parse(bad).err().unwrap().code, Code::InvalidInput);
         }
         assert!(Fields::parse(b"  ").is_ok());
+        let f = Fields::parse(br#"{"n": 5, "big": 1e3, "neg": -1, "s": "5"}"#).unwrap();
+        assert_eq!(f.optional_integer("n", 1..=10).unwrap(), Some(5));
+        assert_eq!(f.optional_integer("none", 1..=10).unwrap(), None);
+        for bad in ["big", "neg", "s"] {
+            let e = f.optional_integer(bad, 1..=10).unwrap_err();
+            assert_eq!(
+                e.more.message,
+                format!("{bad}: a whole number from 1 to 10")
+            );
+        }
     }
 
     #[test]

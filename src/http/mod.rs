@@ -241,7 +241,7 @@ impl Response {
         if let Some(allow) = &e.more.allow {
             r.headers.push(("Allow".into(), allow.clone()));
         }
-        if let Some(cookie) = &e.more.set_cookie {
+        for cookie in &e.more.set_cookies {
             r.headers.push(("Set-Cookie".into(), cookie.clone()));
         }
         r

@@ -47,6 +47,8 @@ pub enum Event {
     MemberRemoved,
     MemberLeft,
     ProjectDeleted,
+    ApiTokenCreated,
+    ApiTokenRevoked,
 }
 
 impl Event {
@@ -82,6 +84,8 @@ impl Event {
             Event::MemberRemoved => "member_removed",
             Event::MemberLeft => "member_left",
             Event::ProjectDeleted => "project_deleted",
+            Event::ApiTokenCreated => "api_token_created",
+            Event::ApiTokenRevoked => "api_token_revoked",
         }
     }
 
@@ -117,6 +121,8 @@ impl Event {
             Event::MemberRemoved => "member removed",
             Event::MemberLeft => "member left the organization",
             Event::ProjectDeleted => "project deleted",
+            Event::ApiTokenCreated => "API token made",
+            Event::ApiTokenRevoked => "API token revoked",
         }
     }
 
@@ -186,6 +192,8 @@ mod tests {
             Event::MemberRemoved,
             Event::MemberLeft,
             Event::ProjectDeleted,
+            Event::ApiTokenCreated,
+            Event::ApiTokenRevoked,
         ];
         let mut names: Vec<&str> = all.iter().map(|e| e.name()).collect();
         names.sort();

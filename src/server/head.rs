@@ -10,7 +10,7 @@ const MAX_HEADER_VALUE: usize = 8 * 1024;
 
 /// The headers we read: those the application reads, and the framing headers, every line of
 /// each (a repeated framing line is refused, `http::framing`).
-const HEADERS: [&str; 13] = [
+const HEADERS: [&str; 15] = [
     "host",
     "cookie",
     "authorization",
@@ -22,6 +22,9 @@ const HEADERS: [&str; 13] = [
     "accept",
     "user-agent",
     "last-event-id",
+    // The original request's method, as a proxy names it to `GET /auth/check`.
+    "x-original-method",
+    "x-forwarded-method",
     "content-length",
     "transfer-encoding",
 ];

@@ -4,9 +4,11 @@
 
 pub mod binary;
 pub mod browsers;
+pub mod checks;
 pub mod fake_idp;
 pub mod op;
 pub mod pgcount;
+pub mod proxies;
 pub mod smtp;
 pub mod sse;
 pub mod teams;
