@@ -21,6 +21,7 @@ use std::os::fd::RawFd;
 use std::time::Duration;
 
 use super::guard::head_refusal;
+use super::head::{value_too_long, MAX_HEADER_VALUE};
 use crate::error::{ApiError, Code};
 use crate::http::framing::{self, Head};
 use crate::sock;
@@ -54,6 +55,8 @@ pub struct ReadAhead {
     seen: Vec<u8>,
     /// The length of the head the last `screen` found whole.
     head: Option<usize>,
+    /// Where the last request the parser returned ends on the wire, when known.
+    end: Option<u64>,
     piece_wait: Duration,
 }
 
@@ -74,6 +77,7 @@ impl ReadAhead {
             next: Some(0),
             seen: Vec::new(),
             head: None,
+            end: None,
             piece_wait,
         }
     }
@@ -132,6 +136,11 @@ impl ReadAhead {
             return Screened::Clear;
         };
         self.head = Some(head.len);
+        if head.lines.iter().any(|(_, v)| v.len() > MAX_HEADER_VALUE) {
+            // Every header, not only those the application reads (`head::read_request`).
+            self.lose();
+            return Screened::Refuse(value_too_long());
+        }
         match framing::check_before_parser(&Head::of(head.version, &head.lines)) {
             Ok(()) => Screened::Clear,
             Err(e) => Screened::Refuse(e),
@@ -189,14 +198,11 @@ impl ReadAhead {
     /// A chunked body is followed through what was seen of it; one that was not seen whole
     /// leaves the next head's start unknown.
     pub fn parsed(&mut self, rq: &tiny_http::Request) {
+        self.end = None;
         let (Some(next), Some(head)) = (self.next, self.head.take()) else {
             self.lose();
             return;
         };
-        if last_of_its_connection(rq) {
-            self.lose();
-            return;
-        }
         let body = if rq.headers().get("Transfer-Encoding").is_some() {
             framing::chunked_len(self.seen.get(head..).unwrap_or_default())
         } else {
@@ -207,7 +213,12 @@ impl ReadAhead {
             return;
         };
         let len = head + body;
-        self.next = Some(next + len as u64);
+        self.end = Some(next + len as u64);
+        if last_of_its_connection(rq) {
+            self.lose();
+            return;
+        }
+        self.next = self.end;
         if len >= self.seen.len() {
             // Nothing seen ahead of the next request: nothing kept (a stream lives long).
             self.seen = Vec::new();
@@ -216,20 +227,31 @@ impl ReadAhead {
         }
     }
 
+    /// Whether the parser took bytes off `fd` past the end of the last request it returned: a
+    /// request sent right behind it (in the same packet), now in the parser's buffer.
+    pub fn read_past_end(&self, fd: RawFd) -> bool {
+        self.end
+            .is_some_and(|end| sock::consumed(fd).is_ok_and(|taken| taken > end))
+    }
+
     fn lose(&mut self) {
         self.next = None;
         self.seen = Vec::new();
     }
 }
 
-/// Whether the parser reads no request after `rq` (tiny_http_fork's rule: `Connection: close`
-/// or `upgrade`, or HTTP/1.0 without `keep-alive`); a look would then wait for nothing.
+/// Whether no request is read after `rq`: tiny_http_fork's rule (`Connection: close` or
+/// `upgrade`, or HTTP/1.0 without `keep-alive`; a look would then wait for nothing), and ours:
+/// HTTP/1.0 with `Transfer-Encoding`, whose framing cannot be trusted (RFC 9112 §6.1).
 fn last_of_its_connection(rq: &tiny_http::Request) -> bool {
     let connection = rq
         .headers()
         .get("Connection")
         .map(|v| v.as_str().to_ascii_lowercase());
     let old = *rq.http_version() == tiny_http::HTTPVersion(1, 0);
+    if old && rq.headers().get("Transfer-Encoding").is_some() {
+        return true;
+    }
     match connection {
         Some(c) if c.contains("close") || c.contains("upgrade") => true,
         Some(c) => old && !c.contains("keep-alive"),

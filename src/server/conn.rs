@@ -158,7 +158,8 @@ pub fn serve(
         };
         match outcome {
             Some(Outcome::Answered) => continue,
-            Some(Outcome::Stream(start)) => {
+            Some(Outcome::Stream(mut start)) => {
+                start.pipelined = ahead.read_past_end(fd);
                 // The read half goes (its descriptor closes); the stream writes on `fd`, the
                 // write half, which the stream's writer keeps open.
                 drop(requests);
@@ -180,11 +181,13 @@ pub fn stream(start: Box<Start>, fd: RawFd, shared: &Shared) {
         head,
         writer,
         chunked,
+        pipelined,
     } = *start;
     // What a stream thread changes about itself waits until the stream has settled
     // (`sched::settle_stream`), past a reconnect storm: done at once, the 5,000 `madvise` calls
     // of a storm were 6 % of its time.
-    let socket = StreamSocket::new(fd, head, writer, chunked, sched::settle_stream);
+    let mut socket = StreamSocket::new(fd, head, writer, chunked, sched::settle_stream);
+    socket.pipelined = pipelined;
     let app = &shared.app;
     plan.run(socket, &shared.watcher, &app.stopping, &app.metrics);
 }

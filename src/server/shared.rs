@@ -64,4 +64,7 @@ pub struct Start {
     pub writer: Box<dyn std::io::Write + Send>,
     /// HTTP/1.1: each event is one chunk. HTTP/1.0: the body ends with the connection.
     pub chunked: bool,
+    /// A request came in the same packet as the stream's (the parser took it): the stream ends
+    /// at once, as for a request sent later.
+    pub pipelined: bool,
 }

@@ -86,5 +86,6 @@ fn start_stream(rq: tiny_http::Request, plan: StreamPlan) -> Outcome {
         head: head.into_bytes(),
         writer,
         chunked: !http10,
+        pipelined: false,
     }))
 }

@@ -40,6 +40,9 @@ pub struct StreamSocket {
     chunked: bool,
     /// The thread's housekeeping once the stream has settled (`Outlet::settle`).
     settle: fn(),
+    /// A request came with the stream's (the parser took it, and it is gone with the read
+    /// half): the stream ends at once, as for a request sent later.
+    pub pipelined: bool,
 }
 
 impl StreamSocket {
@@ -56,6 +59,7 @@ impl StreamSocket {
             writer,
             chunked,
             settle,
+            pipelined: false,
         }
     }
 }
@@ -82,6 +86,7 @@ pub fn run(
         writer,
         chunked,
         settle,
+        pipelined,
     } = socket;
     let Body {
         rx,
@@ -99,6 +104,9 @@ pub fn run(
     let key = watcher.add(fd, signals.clone());
     if stopping.load(Ordering::SeqCst) {
         signals.end(End::Shutdown);
+    }
+    if pipelined {
+        signals.end(End::Pipelined);
     }
     let direct = Arc::new(SocketDirect {
         fd,
