@@ -15,9 +15,8 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use super::connection::{Connection, Held};
+use super::connection::Connection;
 use super::exit;
-use super::guard::Guard;
 use super::linger::Lingering;
 use super::state::ServerState;
 use crate::admission::{ConnectionPlace, Full, Refusal, SharePlace};
@@ -51,7 +50,7 @@ impl LoggedOnce {
 
 /// Takes connections from every socket of `listeners` (all on one address: `listeners`) until
 /// the server stops.
-pub fn run(listeners: &[TcpListener], guard: &Arc<Guard>, state: &Arc<ServerState>) {
+pub fn run(listeners: &[TcpListener], state: &Arc<ServerState>) {
     let Ok(tiny) = listeners
         .iter()
         .map(|l| l.try_clone().map(tiny_http::Listener::from))
@@ -62,7 +61,6 @@ pub fn run(listeners: &[TcpListener], guard: &Arc<Guard>, state: &Arc<ServerStat
     };
     let mut accepting = AcceptLoop {
         ssl: tiny_http::SslContextWrap::build_ssl_capabilities(None).expect("no TLS configured"),
-        guard,
         state,
         full: LoggedOnce::default(),
         full_since: None,
@@ -94,7 +92,6 @@ pub fn run(listeners: &[TcpListener], guard: &Arc<Guard>, state: &Arc<ServerStat
 /// The accept loop's state.
 struct AcceptLoop<'a> {
     ssl: tiny_http::SslContextWrap,
-    guard: &'a Arc<Guard>,
     state: &'a Arc<ServerState>,
     /// The capacity refusal, logged once per episode.
     full: LoggedOnce,
@@ -167,12 +164,8 @@ impl AcceptLoop<'_> {
             return;
         };
         let _ = socket.set_nodelay();
-        let held = Held {
-            guard: self.guard.watch(socket, peer),
-            _share: share,
-            place,
-        };
-        let connection = Connection::new(parser, socket, held, Arc::clone(self.state));
+        let admitted = (place, share);
+        let connection = Connection::new(parser, socket, peer, admitted, Arc::clone(self.state));
         // Its thread is a waiting one, or one the spawner makes (`spares`): this loop makes none.
         self.state.spares.run(connection.into_job());
     }

@@ -1,18 +1,35 @@
-//! Answering a complete request: the router dispatches it (a handler's panic becomes a 500), and
-//! its response is written, or, for an event stream, its response head is made ready for the
-//! stream to send. Workers answer every request this way (`worker`), and a stream request's own
-//! connection thread answers it the same way (`connection`), without a worker.
+//! Answering a request, the server's one door to the router: the route's screen, which may
+//! refuse a request from its head before its body is read (`screen`, on its connection's
+//! thread), and a complete request dispatched (a handler's panic becomes a 500) with its response
+//! written, or, for an event stream, its response head made ready for the stream to send.
+//! Workers answer every request this way (`worker`), and a stream request's own connection
+//! thread answers it the same way (`connection`), without a worker.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering;
 
 use super::exit;
 use super::state::{CompleteRequest, Outcome, ReadyStream, ServerState};
-use crate::app::Reply;
+use crate::app::{App, Reply};
 use crate::error::ApiError;
 use crate::events::StreamPlan;
-use crate::http::Response;
+use crate::http::{Request, Response};
 use crate::router;
+
+/// The refusal of `request`'s route screen, with the route's name, when it refuses (from the head
+/// and memory, no database, no waiting: `router::Screen`).
+pub fn screen(app: &App, request: &Request) -> Option<(&'static str, ApiError)> {
+    router::screen(app, request)
+}
+
+/// Whether `complete` is answered on its connection's own thread, which then becomes its
+/// stream's (`router::runs_on_its_connection`), instead of by a worker.
+pub fn on_its_connection(complete: &CompleteRequest) -> bool {
+    complete
+        .request
+        .as_ref()
+        .is_ok_and(router::runs_on_its_connection)
+}
 
 /// Dispatches a complete request and answers it, or makes its stream's head ready; says what
 /// became of it.

@@ -13,14 +13,14 @@
 //! 5. the end (`run`): a stream runs from the bottom of the thread's job, and what the connection
 //!    held (`Held`) is given back when it drops.
 
-use std::net::Shutdown;
+use std::net::{Shutdown, SocketAddr};
 use std::os::fd::AsFd;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
 
 use super::ahead::{ReadAhead, Screened};
-use super::answer::answer;
+use super::answer::{self, answer};
 use super::guard::{self, Entry, Phase};
 use super::state::{CompleteRequest, Handoff, Outcome, ReadyStream, ServerState};
 use super::{body, exit, head};
@@ -30,16 +30,15 @@ use crate::events::StreamSocket;
 use crate::http::{Request, Response};
 use crate::os::thread::{Job, Role};
 use crate::os::ClientSocket;
-use crate::router;
 
 /// What an admitted connection holds until it ends; given back, in this order, when it drops.
-pub struct Held {
+struct Held {
     /// Its entry in the guard (deadlines and limits of its heads).
-    pub guard: Arc<Entry>,
+    guard: Arc<Entry>,
     /// Its client's share of the connections (none from a trusted proxy).
-    pub _share: Option<SharePlace>,
+    _share: Option<SharePlace>,
     /// Its place in this process's capacity (a thread, and its descriptors).
-    pub place: ConnectionPlace,
+    place: ConnectionPlace,
 }
 
 /// A client connection and everything it holds. `P` is tiny_http's connection (its type is
@@ -77,13 +76,20 @@ where
     P: Iterator<Item = Result<tiny_http::Request, E>> + Send + 'static,
     E: std::fmt::Debug,
 {
-    /// A connection tiny_http accepted (`parser`) on `socket`, admitted with what it `held`.
+    /// A connection tiny_http accepted (`parser`) on `socket`, from `peer`, admitted to its
+    /// `place` and its client's `share`; from now on under the guard.
     pub fn new(
         parser: P,
         socket: ClientSocket,
-        held: Held,
+        peer: Option<SocketAddr>,
+        (place, share): (ConnectionPlace, Option<SharePlace>),
         state: Arc<ServerState>,
     ) -> Connection<P> {
+        let held = Held {
+            guard: state.guard.watch(socket, peer),
+            _share: share,
+            place,
+        };
         Connection {
             parser,
             socket,
@@ -215,7 +221,7 @@ where
             return Err(Next::End);
         }
         let request = head::read_request(&parsed, lines, Vec::new());
-        match request.as_ref().ok().and_then(|r| router::screen(app, r)) {
+        match request.as_ref().ok().and_then(|r| answer::screen(app, r)) {
             Some((route, e)) => Err(self.screened(parsed, route, &e)),
             None => Ok((parsed, request)),
         }
@@ -296,11 +302,7 @@ where
     /// stream's: no hand-over to a worker and back (measured: a 5,000-stream storm 17 % sooner).
     fn answer(&mut self, complete: CompleteRequest) -> Next {
         let answering = self.held.guard.begin();
-        let here = complete
-            .request
-            .as_ref()
-            .is_ok_and(router::runs_on_its_connection);
-        let outcome = if here {
+        let outcome = if answer::on_its_connection(&complete) {
             Some(answer(&self.state, complete))
         } else {
             self.by_a_worker(complete)

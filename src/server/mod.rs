@@ -89,11 +89,11 @@ impl Server {
             drain: DRAIN,
         });
         guard.spawn(app.stopping.clone(), app.metrics.clone())?;
-        let state = Arc::new(ServerState::new(app.clone())?);
+        let state = Arc::new(ServerState::new(app.clone(), guard)?);
         let accept_state = state.clone();
         thread::Builder::new()
             .name("accept".into())
-            .spawn(move || accept::run(&listeners, &guard, &accept_state))?;
+            .spawn(move || accept::run(&listeners, &accept_state))?;
         let workers = (0..app.config.workers)
             .map(|i| {
                 let state = state.clone();
@@ -147,7 +147,7 @@ impl Server {
 }
 
 impl ServerState {
-    fn new(app: Arc<App>) -> io::Result<ServerState> {
+    fn new(app: Arc<App>, guard: Arc<Guard>) -> io::Result<ServerState> {
         let (to_workers, for_workers) = bounded(app.config.workers * 4);
         let capacity = &app.capacity;
         Ok(ServerState {
@@ -155,6 +155,7 @@ impl ServerState {
             for_workers,
             connections: Connections::new(capacity.max_connections, capacity.fd_budget),
             connection_shares: Shares::new(capacity.max_connections, app.config.client_share),
+            guard,
             watcher: Watcher::start(app.stopping.clone(), app.stream_places.clone())?,
             spares: spares::Spares::start(app.stopping.clone(), accept::CONNECTION_STACK)?,
             app,

@@ -8,6 +8,8 @@ use std::time::Instant;
 
 use crossbeam_channel::{Receiver, Sender};
 
+use super::guard::Guard;
+
 use crate::admission::{Connections, Shares};
 use crate::app::App;
 use crate::error::ApiError;
@@ -24,6 +26,8 @@ pub struct ServerState {
     pub(super) connections: Arc<Connections>,
     /// Connections held per client.
     pub(super) connection_shares: Arc<Shares>,
+    /// Deadlines and limits of every connection's heads.
+    pub(super) guard: Arc<Guard>,
     /// Pokes streams whose socket stirred (`events::stream`).
     pub(super) watcher: Arc<Watcher>,
     /// Connection threads waiting for a connection.

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::Receiver;
 
-use super::signal::{End, Signals};
+use super::signal::{Direct, End, Signals};
 
 /// What a stream thread receives: a formatted `change` event, shared by every stream that gets it.
 pub type Msg = Arc<str>;
@@ -62,6 +62,22 @@ pub struct Timing {
 /// At most this much is queued in the outlet before it is sent (the rest stays in the channel,
 /// which is what overflows into `resync` for a slow reader).
 const BATCH: usize = 16 * 1024;
+
+/// Before the body runs: the hub may write events itself while the thread sleeps (`direct`,
+/// when allowed), and a reason known already (`ended`: the server is stopping, or a request came
+/// with the stream's) ends the stream right after `ready`.
+pub(in crate::events) fn prepare(
+    signals: &Signals,
+    direct: Option<Arc<dyn Direct>>,
+    ended: Option<End>,
+) {
+    if let Some(direct) = direct {
+        signals.allow_direct(direct);
+    }
+    if let Some(why) = ended {
+        signals.end(why);
+    }
+}
 
 /// Runs the body on `rx` (the stream's queue) and `signals` until something ends it; says why.
 pub(in crate::events) fn run(

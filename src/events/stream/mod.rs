@@ -1,5 +1,5 @@
-//! One event stream's own machinery, in one place: its socket and the outlet the body writes to
-//! (`socket`), who may write on the socket at each moment, the thread or the hub (`signal`'s
+//! One event stream's own machinery, in one place: its socket (`socket`) and the outlet the body
+//! writes to (`outlet`), who may write on the socket at each moment, the thread or the hub (`signal`'s
 //! `Writer` hand-off), the body (`body`: `ready`, changes, `resync`, pings), the signals that end
 //! or wake it (`signal`), how it ends (`socket::run`: the last chunk or a reset, then the
 //! socket's shutdown) and the watcher that pokes it when its client's socket stirs (`watcher`).
@@ -20,6 +20,7 @@
 //! through its queue and its `Signals` only.
 
 mod body;
+mod outlet;
 mod signal;
 mod socket;
 mod watcher;
