@@ -28,7 +28,7 @@ use crate::os::ClientSocket;
 /// A look's first size: most heads fit.
 const LOOK: usize = 2048;
 /// Most of a head looked at: the guard's limit; a head without its end by then is refused 431
-/// here. A head seen whole is within it, so `Conn::disarm` counts nothing for it.
+/// here. A head seen whole is within it, so `guard::Entry::disarm` counts nothing for it.
 const MOST: usize = super::guard::MAX_HEAD;
 
 /// What becomes of the next head, looked at ahead of the parser.
