@@ -26,7 +26,7 @@ use super::state::{CompleteRequest, Handoff, Outcome, ReadyStream, ServerState};
 use super::{body, exit, head};
 use crate::admission::{ConnectionPlace, Refusal, SharePlace};
 use crate::error::{ApiError, Code};
-use crate::events::StreamSocket;
+use crate::events::{StreamPlan, StreamSocket};
 use crate::http::{Request, Response};
 use crate::os::thread::{Job, Role};
 use crate::os::ClientSocket;
@@ -122,7 +122,7 @@ where
     /// connection, and with it the read half, gone). Never inlined, so that its frame is off
     /// the stack before a stream runs.
     #[inline(never)]
-    fn serve(mut self) -> (Held, Option<(crate::events::StreamPlan, StreamSocket)>) {
+    fn serve(mut self) -> (Held, Option<(StreamPlan, StreamSocket)>) {
         let stream = loop {
             let (Ok(next) | Err(next)) = self.request();
             match next {
@@ -236,7 +236,7 @@ where
         e: &ApiError,
     ) -> Next {
         let started = Instant::now();
-        let _answering = self.held.guard.begin();
+        let answering = self.held.guard.begin();
         self.lower_unless_proxy(&parsed);
         exit::log_error(route, e);
         let app = Arc::clone(&self.state.app);
@@ -252,11 +252,12 @@ where
         // The client sends its body anyway: read (bounded as always) so that the connection
         // can carry the next request.
         if let Err(unread) = body::read(&mut parsed, app.config.body_timeout) {
-            drop(_answering);
+            drop(answering);
             self.refuse_unread(parsed, &unread);
             return Next::End;
         }
         exit::respond(&app, parsed, route, Response::from_error(e), started);
+        drop(answering);
         Next::Request
     }
 
@@ -326,7 +327,7 @@ where
     /// The connection becomes its stream's. Its socket, the head to send and tiny_http's
     /// writer (which keeps the socket open) go to the stream; the read half goes with the
     /// connection's parser when `serve` returns, and the place holds one descriptor from then.
-    fn become_stream(&mut self, ready: ReadyStream) -> (crate::events::StreamPlan, StreamSocket) {
+    fn become_stream(&mut self, ready: ReadyStream) -> (StreamPlan, StreamSocket) {
         let ReadyStream {
             plan,
             head,
@@ -384,7 +385,7 @@ type RequestRead = Result<Request, ApiError>;
 
 /// Runs a stream on its connection's thread, to its end; the plan drops after the last chunk.
 #[inline(never)]
-fn run_stream(state: &ServerState, plan: crate::events::StreamPlan, socket: StreamSocket) {
+fn run_stream(state: &ServerState, plan: StreamPlan, socket: StreamSocket) {
     let app = &state.app;
     plan.run(socket, &state.watcher, &app.stopping, &app.metrics);
 }
