@@ -27,12 +27,12 @@ pub mod metrics;
 pub mod oneshot;
 pub mod ops;
 pub mod ops_listener;
+#[allow(unsafe_code)] // the operating-system layer
+pub mod os;
 pub mod ready;
 pub mod router;
 pub mod server;
 pub mod sharded;
-#[allow(unsafe_code)]
-pub(crate) mod sock;
 pub mod subscribe;
 pub mod teams;
 pub mod tokens;
@@ -157,7 +157,7 @@ pub fn serve_on(config: Config, listener: std::net::TcpListener) -> Result<Servi
         .map_err(|e| format!("cannot start a background thread: {e}"))?;
     let app = Arc::new(App {
         stream_shares: admission::Shares::new(capacity.max_streams, config.client_share),
-        stream_slots: admission::Slots::new(capacity.max_streams),
+        stream_places: admission::StreamPlaces::new(capacity.max_streams),
         stream_principals: admission::Principals::new(config.streams_per_principal),
         oidc: Arc::new(auth::oauth::oidc::Providers::new(&config.oidc)),
         checked: Arc::new(identity::Checked::new(Duration::from_secs_f64(
