@@ -127,7 +127,7 @@ pub fn serve_on(config: Config, listener: std::net::TcpListener) -> Result<Servi
     let mailer = mail::Mailer::from_config(&config).map_err(Failure::config)?;
     migrate(&config, Duration::from_secs(30))?;
     let (data_keys, csrf_key) = keys::reseal::prepare(&config)?;
-    let pool = db::pool(&config)?;
+    let pool = db::pool(&config);
     let origins = config.origins().to_vec();
     let capacity = capacity::Capacity::derive(&config);
     // The common-password set is built here, not by the first sign-up that needs it.
@@ -160,7 +160,7 @@ pub fn serve_on(config: Config, listener: std::net::TcpListener) -> Result<Servi
         pool: app.pool.clone(),
         metrics: app.metrics.clone(),
         stopping: app.stopping.clone(),
-        listen_db: db::direct_pg_config(&app.config, &listener_name)?,
+        listen_db: db::direct_pg_config(&app.config, &listener_name),
         session_idle: app.config.session_idle,
     });
     let mut background = vec![

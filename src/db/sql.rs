@@ -23,7 +23,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use postgres::types::{ToSql, Type};
-use postgres::{Client, Error, NoTls, Row, Statement, Transaction};
+use postgres::{Client, Error, Row, Statement, Transaction};
 use r2d2_postgres::PostgresConnectionManager;
 
 /// Statements kept per connection at most (we have about a hundred).
@@ -74,7 +74,7 @@ impl Kept {
 /// Parameter types by statement text, learnt on a direct connection (never through the pool:
 /// preparing there is what breaks), for a pool that sends its statements unnamed.
 pub struct Describer {
-    config: postgres::Config,
+    target: super::Target,
     state: Mutex<Described>,
 }
 
@@ -83,9 +83,9 @@ type Described = (Option<Client>, HashMap<String, Arc<[Type]>>);
 
 impl Describer {
     /// Describes statements on connections made with `config` (the direct URL).
-    pub fn new(config: postgres::Config) -> Describer {
+    pub fn new(target: super::Target) -> Describer {
         Describer {
-            config,
+            target,
             state: Mutex::new((None, HashMap::new())),
         }
     }
@@ -96,7 +96,7 @@ impl Describer {
             return Ok(types.clone());
         }
         if state.0.as_ref().is_none_or(|c| c.is_closed()) {
-            state.0 = Some(self.config.connect(NoTls)?);
+            state.0 = Some(self.target.pg.connect(self.target.tls.clone())?);
         }
         let client = state.0.as_mut().expect("connected above");
         // In a transaction, so that the statement is closed on the same server connection even
@@ -225,7 +225,7 @@ prepared_each_time!(Transaction<'_>);
 /// The pool's connection manager: r2d2_postgres's, with the kept statements beside each client
 /// (or the describer, when statements are sent unnamed).
 pub struct Manager(
-    pub PostgresConnectionManager<NoTls>,
+    pub PostgresConnectionManager<super::tls::Tls>,
     pub Option<Arc<Describer>>,
 );
 

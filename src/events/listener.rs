@@ -47,16 +47,14 @@ pub fn start(core: Arc<Core>, ready_within: Duration) -> std::io::Result<thread:
 }
 
 fn run(core: &Core, ready: &crossbeam_channel::Sender<()>) {
-    let name = application_name(&core.hub.leases.instance_id);
     let mut backoff = FIRST_BACKOFF;
     let mut connected_once = false;
     while !core.stopping.load(Ordering::SeqCst) {
         let started = Instant::now();
-        let connected = core
-            .listen_db
-            .clone()
-            .application_name(&name)
-            .connect(postgres::NoTls)
+        let target = &core.listen_db;
+        let connected = target
+            .pg
+            .connect(target.tls.clone())
             .map_err(|e| crate::db::health::cause(&e));
         match connected {
             Ok(mut client) => {
