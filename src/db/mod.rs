@@ -106,6 +106,16 @@ pub fn try_connect(config: &Config, application_name: &str) -> Result<Client, re
         .map_err(|e| reach::explain(&target, &e))
 }
 
+/// Whether the server of `client` takes no writes now: a standby, or a primary demoted or
+/// fenced (`default_transaction_read_only`) during a failover. One round trip.
+pub fn read_only(client: &mut Client) -> Result<bool, postgres::Error> {
+    let rows = client.simple_query("SHOW transaction_read_only")?;
+    Ok(rows.iter().any(|m| match m {
+        postgres::SimpleQueryMessage::Row(row) => row.get(0) == Some("on"),
+        _ => false,
+    }))
+}
+
 /// A pooled connection, or 503 `unavailable`.
 pub fn conn(pool: &Pool) -> Result<Conn, ApiError> {
     Ok(pool.get()?)

@@ -39,9 +39,10 @@ pub trait Sql {
     fn execute(&mut self, sql: &str, params: Params) -> Result<u64, Error>;
 }
 
-/// Statements prepared on one connection, by their text.
+/// Statements prepared on one connection, by their text, and whether its server refused a
+/// write as read-only (then the connection must not serve again: `Manager::has_broken`).
 #[derive(Default)]
-struct Kept(HashMap<String, Statement>);
+struct Kept(HashMap<String, Statement>, bool);
 
 impl Kept {
     fn get(
@@ -66,6 +67,16 @@ impl Kept {
     fn failed<T>(&mut self, sql: &str, result: Result<T, Error>) -> Result<T, Error> {
         if result.is_err() {
             self.0.remove(sql);
+        }
+        self.note(result)
+    }
+
+    /// Marks the connection when its server turned read-only under it (a primary demoted or
+    /// fenced during a failover): it is dropped when it returns to the pool, and the next one
+    /// is made to a writable server.
+    fn note<T>(&mut self, result: Result<T, Error>) -> Result<T, Error> {
+        if let Err(e) = &result {
+            self.1 |= crate::error::is_read_only(e);
         }
         result
     }
@@ -170,7 +181,8 @@ macro_rules! run {
             None => kept!($self.kept, $self.$client, $sql, $call, $params),
             Some(describer) => {
                 let types = describer.types($sql)?;
-                $self.$client.$typed($sql, &typed($params, &types))
+                let result = $self.$client.$typed($sql, &typed($params, &types));
+                $self.kept.note(result)
             }
         }
     }};
@@ -229,13 +241,32 @@ pub struct Manager(
     pub Option<Arc<Describer>>,
 );
 
+/// Why the pool could not make or hand out a connection.
+#[derive(Debug)]
+pub enum Unusable {
+    Db(Error),
+    /// The server takes no writes (a standby, or a primary demoted or fenced).
+    ReadOnly,
+}
+
+impl std::fmt::Display for Unusable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Unusable::Db(e) => write!(f, "{}", super::health::cause(e)),
+            Unusable::ReadOnly => f.write_str("the database server is read-only now"),
+        }
+    }
+}
+
+impl std::error::Error for Unusable {}
+
 impl r2d2::ManageConnection for Manager {
     type Connection = Db;
-    type Error = Error;
+    type Error = Unusable;
 
     /// Reports to `health` (the pool's own error handler, which logged every failed attempt,
     /// is off).
-    fn connect(&self) -> Result<Db, Error> {
+    fn connect(&self) -> Result<Db, Unusable> {
         match self.0.connect() {
             Ok(client) => {
                 super::health::ok();
@@ -247,16 +278,23 @@ impl r2d2::ManageConnection for Manager {
             }
             Err(e) => {
                 super::health::failed("pool", &super::health::cause(&e));
-                Err(e)
+                Err(Unusable::Db(e))
             }
         }
     }
 
-    fn is_valid(&self, db: &mut Db) -> Result<(), Error> {
-        self.0.is_valid(&mut db.client)
+    /// The check on every checkout, one round trip as before (it was an empty query): a
+    /// connection whose server is read-only now (a primary demoted or fenced while it sat in
+    /// the pool) is not handed out but dropped.
+    fn is_valid(&self, db: &mut Db) -> Result<(), Unusable> {
+        if super::read_only(&mut db.client).map_err(Unusable::Db)? {
+            db.kept.1 = true;
+            return Err(Unusable::ReadOnly);
+        }
+        Ok(())
     }
 
     fn has_broken(&self, db: &mut Db) -> bool {
-        self.0.has_broken(&mut db.client)
+        db.kept.1 || self.0.has_broken(&mut db.client)
     }
 }

@@ -224,11 +224,11 @@ impl Pg {
         standby
     }
 
-    /// Waits until `sql` (as the superuser) prints `want`.
-    pub fn wait_for(&self, sql: &str, want: &str, limit: Duration) {
+    /// Waits until `sql` (as the superuser, in database `db`) prints `want`.
+    pub fn wait_for(&self, db: &str, sql: &str, want: &str, limit: Duration) {
         let deadline = Instant::now() + limit;
         loop {
-            if self.psql("postgres", sql) == want {
+            if self.psql(db, sql) == want {
                 return;
             }
             assert!(Instant::now() < deadline, "{sql} never gave {want}");
