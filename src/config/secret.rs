@@ -1,6 +1,8 @@
 //! Secret settings from three places: the variable itself (`NAME`), a file it names
 //! (`NAME_FILE`, as the Docker and Kubernetes convention has it), or a systemd credential
-//! (`$CREDENTIALS_DIRECTORY/NAME`, what `LoadCredential=NAME:/path` in the packaged unit gives).
+//! (`$CREDENTIALS_DIRECTORY/NAME`, what `LoadCredential=NAME:/path` gives, or
+//! `$CREDENTIALS_DIRECTORY/consoled_NAME`, what the packaged unit's
+//! `LoadCredential=consoled:/etc/consoled/credentials` gives for a file `NAME` in that folder).
 //! One function, `Env::secret`, reads any setting this way; more than one place set is an error
 //! naming the setting, so that an operator never wonders which of two values is in force.
 //!
@@ -29,6 +31,9 @@ pub const SECRETS: &[&str] = &[
 
 /// The variable systemd sets to the folder of the unit's credentials.
 pub const CREDENTIALS_DIRECTORY: &str = "CREDENTIALS_DIRECTORY";
+
+/// systemd names the credentials loaded from a folder `ID_FILE`; the packaged unit's ID.
+pub const CREDENTIAL_PREFIX: &str = "consoled_";
 
 /// Whether `name` is a secret setting (and so `NAME_FILE` a known variable).
 pub fn is_secret(name: &str) -> bool {
@@ -64,9 +69,11 @@ impl Env {
             found.push(Source::File(PathBuf::from(path.trim())));
         }
         if let Some(dir) = self.get(CREDENTIALS_DIRECTORY) {
-            let path = Path::new(dir.trim()).join(name);
-            if path.exists() {
-                found.push(Source::Credential(path));
+            for file in [name.to_string(), format!("{CREDENTIAL_PREFIX}{name}")] {
+                let path = Path::new(dir.trim()).join(file);
+                if path.exists() {
+                    found.push(Source::Credential(path));
+                }
             }
         }
         match found.as_slice() {

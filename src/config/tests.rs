@@ -315,7 +315,8 @@ fn secrets_come_from_a_variable_a_file_or_a_systemd_credential() {
     let key = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=";
     let creds = Files::new("credentials");
     creds.write("CONSOLED_DATA_KEY", key);
-    creds.write("CONSOLED_GITHUB_CLIENT_SECRET", "gh-secret\r\n");
+    // As the packaged unit loads /etc/consoled/credentials/CONSOLED_GITHUB_CLIENT_SECRET.
+    creds.write("consoled_CONSOLED_GITHUB_CLIENT_SECRET", "gh-secret\r\n");
     let c = Config::from_vars(vars(&[
         ("DATABASE_URL_FILE", &url_file),
         ("CREDENTIALS_DIRECTORY", &creds.0.display().to_string()),
