@@ -106,3 +106,149 @@ fn read(name: &str, path: &Path) -> Result<String, ConfigError> {
     }
     Ok(value.to_string())
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use super::super::{checks, keys, Config};
+
+    fn vars(pairs: &[(&str, &str)]) -> HashMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    /// A folder of files for the secret tests, removed on drop.
+    struct Files(std::path::PathBuf);
+
+    impl Files {
+        fn new(tag: &str) -> Files {
+            let dir =
+                std::env::temp_dir().join(format!("consoled-secret-{tag}-{}", std::process::id()));
+            std::fs::create_dir_all(&dir).unwrap();
+            Files(dir)
+        }
+
+        fn write(&self, name: &str, text: &str) -> String {
+            let path = self.0.join(name);
+            std::fs::write(&path, text).unwrap();
+            path.display().to_string()
+        }
+    }
+
+    impl Drop for Files {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    #[test]
+    fn secrets_come_from_a_variable_a_file_or_a_systemd_credential() {
+        let files = Files::new("sources");
+        let url = "postgres://consoled:pw-in-file@db.internal/consoled";
+        let url_file = files.write("db-url", &format!("{url}\n"));
+        let key = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=";
+        let creds = Files::new("credentials");
+        creds.write("CONSOLED_DATA_KEY", key);
+        // As the packaged unit loads /etc/consoled/credentials/CONSOLED_GITHUB_CLIENT_SECRET.
+        creds.write("consoled_CONSOLED_GITHUB_CLIENT_SECRET", "gh-secret\r\n");
+        let c = Config::from_vars(vars(&[
+            ("DATABASE_URL_FILE", &url_file),
+            ("CREDENTIALS_DIRECTORY", &creds.0.display().to_string()),
+            ("CONSOLED_GITHUB_CLIENT_ID", "id"),
+        ]))
+        .unwrap();
+        assert_eq!(
+            c.database_url, url,
+            "the file's line break is not the value's"
+        );
+        assert_eq!(c.keys.data, Some(keys::parse("k", key).unwrap()));
+        assert_eq!(c.github.unwrap().client_secret, "gh-secret");
+        // The database password alone, for a URL that carries none.
+        let pw = files.write("db-password", "s3cret\n");
+        let c = Config::from_vars(vars(&[
+            ("DATABASE_URL", "postgres://consoled@db.internal/consoled"),
+            ("CONSOLED_DATABASE_PASSWORD_FILE", &pw),
+        ]))
+        .unwrap();
+        assert_eq!(c.database.pg.get_password(), Some(&b"s3cret"[..]));
+    }
+
+    #[test]
+    fn a_secret_in_two_places_is_refused_naming_the_setting_never_the_value() {
+        let files = Files::new("twice");
+        let smtp = files.write("smtp", "smtps://u:smtp-pass@mail.example:465");
+        let creds = Files::new("twice-credentials");
+        creds.write("DATABASE_URL", "postgres://u:cred-pass@h/db");
+        let db = ("DATABASE_URL", "postgres://u:var-pass@h/db");
+        let cases: [&[(&str, &str)]; 3] = [
+            &[
+                db,
+                ("CONSOLED_SMTP_URL", "smtp://x:var-smtp@h:25"),
+                ("CONSOLED_SMTP_URL_FILE", &smtp),
+            ],
+            &[
+                db,
+                ("CREDENTIALS_DIRECTORY", &creds.0.display().to_string()),
+            ],
+            &[
+                ("DATABASE_URL_FILE", &smtp),
+                ("CREDENTIALS_DIRECTORY", &creds.0.display().to_string()),
+            ],
+        ];
+        for case in cases {
+            let err = Config::from_vars(vars(case)).unwrap_err().0;
+            assert!(err.contains("is set in two places"), "{err}");
+            assert!(err.contains("URL"), "{err}");
+            for secret in ["pass", "smtp-pass", "var-smtp", "cred-pass"] {
+                assert!(!err.contains(secret), "{err}");
+            }
+        }
+        let missing = Config::from_vars(vars(&[("DATABASE_URL_FILE", "/nonexistent/db-url")]))
+            .unwrap_err()
+            .0;
+        assert!(
+            missing.contains("DATABASE_URL: cannot read /nonexistent/db-url"),
+            "{missing}"
+        );
+        let empty = files.write("empty", "\n");
+        let err = Config::from_vars(vars(&[db, ("CONSOLED_CSRF_KEY_FILE", &empty)]))
+            .unwrap_err()
+            .0;
+        assert!(
+            err.contains("CONSOLED_CSRF_KEY") && err.contains("is empty"),
+            "{err}"
+        );
+        let bad_key = files.write("bad-key", "not-a-key-but-secret\n");
+        let err = Config::from_vars(vars(&[db, ("CONSOLED_DATA_KEY_FILE", &bad_key)]))
+            .unwrap_err()
+            .0;
+        assert!(
+            err.contains("CONSOLED_DATA_KEY") && !err.contains("not-a-key"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn file_forms_are_known_settings_only_for_secrets() {
+        let set = |names: &[&str]| -> HashMap<String, String> {
+            names
+                .iter()
+                .map(|n| (n.to_string(), "x".to_string()))
+                .collect()
+        };
+        let w = checks::warnings(&set(&[
+            "CONSOLED_SMTP_URL_FILE",
+            "CONSOLED_DATA_KEY_FILE",
+            "CONSOLED_GOOGLE_CLIENT_SECRET_FILE",
+            "CONSOLED_DATABASE_PASSWORD_FILE",
+        ]));
+        assert!(w.is_empty(), "{w:?}");
+        // Built, so that the check of names the code reads does not take it for a setting.
+        let not_a_secret = format!("{}_FILE", "CONSOLED_WORKERS");
+        let w = checks::warnings(&set(&[&not_a_secret]));
+        assert_eq!(w.len(), 1, "{w:?}");
+    }
+}

@@ -9,6 +9,7 @@ pub mod pgcluster;
 pub mod pgcount;
 pub mod smtp;
 pub mod sse;
+pub mod traffic;
 pub mod webdriver;
 
 use std::collections::HashMap;
