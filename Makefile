@@ -31,8 +31,9 @@ run: build
 # as root).
 # Then the conformance run with a fixed seed (about 30 s; docs/CONFORMANCE.md), when python3 can
 # make a virtualenv; SKIP_CONFORMANCE=1 leaves it out.
-# `prepare` first: the clean Debian root of the package test (tests/package.rs) is made in the
-# background while the rest builds and runs (scripts/debroot.sh; skipped, saying why, when not root).
+# `prepare` first: Patroni and etcd for tests/patroni.rs (scripts/ha-deps.sh), and the clean
+# Debian root of the package test (tests/package.rs), made in the background while the rest
+# builds and runs (scripts/debroot.sh); as root only, else those tests say they are skipped.
 test: prepare lint
 	@scripts/proxy-deps.sh
 	@url="$${DATABASE_URL:-$$(scripts/pg.sh start test $(TEST_PG_PORT))}"; \
@@ -50,6 +51,7 @@ e2e:
 	DATABASE_URL="$$url" $(CARGO) test --locked --test e2e -- --ignored --nocapture
 
 prepare:
+	@scripts/ha-deps.sh || echo "patroni test: Patroni will not be had here (see above)"
 	@scripts/debroot.sh start || echo "package test: no Debian root will be made here (see above)"
 
 # consoled_<version>_amd64.deb in target/deb/ (version: Cargo.toml), from a release build;

@@ -5,6 +5,7 @@
 pub mod binary;
 pub mod browsers;
 pub mod fake_idp;
+pub mod patroni;
 pub mod pgcluster;
 pub mod pgcount;
 pub mod smtp;

@@ -14,7 +14,7 @@ pub struct Pg {
 }
 
 /// The folder of PostgreSQL's server binaries, or why there is none.
-fn bin_dir() -> Result<PathBuf, String> {
+pub fn bin_dir() -> Result<PathBuf, String> {
     let mut dirs: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
         .map_err(|e| format!("/usr/lib/postgresql: {e}"))?
         .filter_map(|e| e.ok().map(|e| e.path().join("bin")))

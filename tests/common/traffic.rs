@@ -2,6 +2,8 @@
 //! loop each, and event streams that reopen when they end, every answer and event recorded with
 //! its time.
 
+use std::collections::HashMap;
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -141,4 +143,119 @@ fn stream(
             e => seen.push((t0.elapsed(), e)),
         }
     }
+}
+
+/// When a switch began, when the new primary took writes, and when the last step of it (the old
+/// primary stopped) was taken, since the traffic began.
+pub struct Switch {
+    pub began: Duration,
+    pub promoted: Duration,
+    pub last_event: Duration,
+}
+
+impl Traffic {
+    /// Stops the traffic, announces a change on the new primary (`sql` runs a statement in the
+    /// consoled database there) and checks what a failover must keep: no 500, a 503 only with
+    /// `Retry-After` and only for requests in flight during the switch, the first sign-up within
+    /// 5 s of the promotion, every stream told to resync (or ended) and then hearing the new
+    /// primary, no acknowledged sign-up lost, every one's mail written (duplicates counted).
+    pub fn finish_and_check(self, switch: &Switch, sql: &dyn Fn(&str) -> String, mail_dir: &Path) {
+        self.stop.store(true, Ordering::SeqCst);
+        for t in self.threads {
+            t.join().unwrap();
+        }
+        sql(&format!(
+            "SELECT consoled_notify_change('organization', 9999, 'update', NULL, {})",
+            self.org
+        ));
+        let streams: Vec<_> = self
+            .streams
+            .into_iter()
+            .map(|t| t.join().unwrap())
+            .collect();
+        let record = self.record.lock().unwrap();
+        check_answers(&record.answers, switch);
+        for (i, events) in streams.iter().enumerate() {
+            let told = events
+                .iter()
+                .any(|(t, e)| *t >= switch.began && matches!(e, Ev::Resync | Ev::End));
+            let heard = events
+                .iter()
+                .any(|(_, e)| matches!(e, Ev::Change(v) if v["id"] == 9999));
+            assert!(told && heard, "stream {i}: {events:?}");
+        }
+        check_signups_and_mail(&record.acknowledged, sql, mail_dir);
+    }
+}
+
+fn check_answers(answers: &[Answer], switch: &Switch) {
+    let mut by_status: HashMap<(&str, u16), usize> = HashMap::new();
+    for a in answers {
+        *by_status.entry((a.kind, a.status)).or_default() += 1;
+    }
+    eprintln!("answers by kind and status: {by_status:?}");
+    for a in answers {
+        assert!(matches!(a.status, 200 | 201 | 503), "{a:?}");
+        if a.status == 503 {
+            assert!(a.retry_after, "a 503 without Retry-After: {a:?}");
+            assert!(
+                a.ended >= switch.began && a.started <= switch.last_event + Duration::from_secs(4),
+                "a 503 outside the switch ({:?} to {:?}): {a:?}",
+                switch.began,
+                switch.last_event
+            );
+        }
+    }
+    let first = answers
+        .iter()
+        .filter(|a| a.kind == "signup" && a.started >= switch.promoted && a.status == 201)
+        .map(|a| a.ended)
+        .min()
+        .expect("no sign-up succeeded after the promotion");
+    let after = first - switch.promoted;
+    eprintln!("first sign-up after the promotion: {after:?} after it");
+    assert!(after < Duration::from_secs(5), "{after:?}");
+}
+
+fn check_signups_and_mail(acknowledged: &[String], sql: &dyn Fn(&str) -> String, mail_dir: &Path) {
+    let quoted: Vec<String> = acknowledged.iter().map(|e| format!("'{e}'")).collect();
+    let found = sql(&format!(
+        "SELECT count(*) FROM users WHERE email IN ({})",
+        quoted.join(",")
+    ));
+    assert_eq!(
+        found,
+        acknowledged.len().to_string(),
+        "acknowledged sign-ups lost"
+    );
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while sql("SELECT count(*) FROM outbox") != "0" {
+        assert!(Instant::now() < deadline, "the outbox never emptied");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let mails = mails_by_recipient(mail_dir);
+    let missing: Vec<&String> = acknowledged
+        .iter()
+        .filter(|e| !mails.contains_key(*e))
+        .collect();
+    let duplicates: usize = mails.values().map(|n| n - 1).sum();
+    eprintln!(
+        "{} sign-ups acknowledged, {} mails written, {duplicates} duplicates",
+        acknowledged.len(),
+        mails.values().sum::<usize>()
+    );
+    assert!(missing.is_empty(), "no mail for {missing:?}");
+}
+
+/// `.eml` files written per recipient.
+fn mails_by_recipient(dir: &Path) -> HashMap<String, usize> {
+    let mut count = HashMap::new();
+    for entry in std::fs::read_dir(dir).unwrap().filter_map(Result::ok) {
+        let text = std::fs::read_to_string(entry.path()).unwrap_or_default();
+        if let Some(to) = text.lines().find_map(|l| l.strip_prefix("To: ")) {
+            let to = to.trim().trim_matches(['<', '>']).to_string();
+            *count.entry(to).or_insert(0) += 1;
+        }
+    }
+    count
 }
