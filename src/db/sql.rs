@@ -42,7 +42,10 @@ pub trait Sql {
 /// Statements prepared on one connection, by their text, and whether its server refused a
 /// write as read-only (then the connection must not serve again: `Manager::has_broken`).
 #[derive(Default)]
-struct Kept(HashMap<String, Statement>, bool);
+struct Kept {
+    statements: HashMap<String, Statement>,
+    read_only: bool,
+}
 
 impl Kept {
     fn get(
@@ -50,14 +53,14 @@ impl Kept {
         client: &mut impl postgres::GenericClient,
         sql: &str,
     ) -> Result<Statement, Error> {
-        if let Some(statement) = self.0.get(sql) {
+        if let Some(statement) = self.statements.get(sql) {
             return Ok(statement.clone());
         }
         let statement = client.prepare(sql)?;
         // Our statements are a fixed set; a bound keeps a mistake (text built from values) from
         // growing the map without end.
-        if self.0.len() < MAX_KEPT {
-            self.0.insert(sql.to_string(), statement.clone());
+        if self.statements.len() < MAX_KEPT {
+            self.statements.insert(sql.to_string(), statement.clone());
         }
         Ok(statement)
     }
@@ -66,7 +69,7 @@ impl Kept {
     /// again next time.
     fn failed<T>(&mut self, sql: &str, result: Result<T, Error>) -> Result<T, Error> {
         if result.is_err() {
-            self.0.remove(sql);
+            self.statements.remove(sql);
         }
         self.note(result)
     }
@@ -76,7 +79,7 @@ impl Kept {
     /// is made to a writable server.
     fn note<T>(&mut self, result: Result<T, Error>) -> Result<T, Error> {
         if let Err(e) = &result {
-            self.1 |= crate::error::is_read_only(e);
+            self.read_only |= crate::error::is_read_only(e);
         }
         result
     }
@@ -93,7 +96,7 @@ pub struct Describer {
 type Described = (Option<Client>, HashMap<String, Arc<[Type]>>);
 
 impl Describer {
-    /// Describes statements on connections made with `config` (the direct URL).
+    /// Describes statements on connections made to `target` (the direct URL).
     pub fn new(target: super::Target) -> Describer {
         Describer {
             target,
@@ -288,13 +291,13 @@ impl r2d2::ManageConnection for Manager {
     /// the pool) is not handed out but dropped.
     fn is_valid(&self, db: &mut Db) -> Result<(), Unusable> {
         if super::read_only(&mut db.client).map_err(Unusable::Db)? {
-            db.kept.1 = true;
+            db.kept.read_only = true;
             return Err(Unusable::ReadOnly);
         }
         Ok(())
     }
 
     fn has_broken(&self, db: &mut Db) -> bool {
-        db.kept.1 || self.0.has_broken(&mut db.client)
+        db.kept.read_only || self.0.has_broken(&mut db.client)
     }
 }
