@@ -38,11 +38,7 @@ fn a_patroni_switchover_under_traffic() {
     let said = cluster.switchover(0, 1);
     let promoted = traffic.now();
     eprintln!("Patroni: {said} ({:?})", promoted - began);
-    // The old leader back as the new one's synchronous standby.
-    cluster.wait_cluster(
-        &["\"sync_standby\"", "\"name\": \"n1\", \"role\": \"leader\""],
-        Duration::from_secs(60),
-    );
+    // The demoted leader restarts as a standby meanwhile; nothing consoled needs waits on it.
     let last_event = traffic.now();
     std::thread::sleep(Duration::from_secs(4));
     let switch = Switch {
