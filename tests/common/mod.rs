@@ -535,6 +535,10 @@ impl DbProxy {
                 };
                 {
                     let mut s = st.lock().unwrap();
+                    // Cut or stalled while this one was being connected: it must not survive.
+                    if !s.up || s.stalled {
+                        continue;
+                    }
                     s.conns.push(client.try_clone().unwrap());
                     s.conns.push(server.try_clone().unwrap());
                 }
