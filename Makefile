@@ -6,7 +6,7 @@ CARGO ?= cargo
 DEV_PG_PORT ?= 55432
 TEST_PG_PORT ?= 55433
 
-.PHONY: run test build lint unit db-up db-down bench bench-compare clean e2e conformance
+.PHONY: run test build lint unit db-up db-down bench bench-compare clean e2e conformance deb prepare
 
 build:
 	$(CARGO) build --release --locked
@@ -31,8 +31,12 @@ run: build
 # as root).
 # Then the conformance run with a fixed seed (about 30 s; docs/CONFORMANCE.md), when python3 can
 # make a virtualenv; SKIP_CONFORMANCE=1 leaves it out.
-test: lint
+# `prepare` first: Patroni and etcd for tests/patroni.rs (scripts/ha-deps.sh), and the clean
+# Debian root of the package test (tests/package.rs), made in the background while the rest
+# builds and runs (scripts/debroot.sh); as root only, else those tests say they are skipped.
+test: prepare lint
 	@scripts/proxy-deps.sh
+	@scripts/oidc-deps.sh
 	@url="$${DATABASE_URL:-$$(scripts/pg.sh start test $(TEST_PG_PORT))}"; \
 	DATABASE_URL="$$url" $(CARGO) test --locked --lib --bins --tests -- --test-threads=$${TEST_THREADS:-8} && \
 	if [ -n "$${SKIP_CONFORMANCE:-}" ]; then echo "conformance: skipped (SKIP_CONFORMANCE)"; \
@@ -47,6 +51,15 @@ e2e:
 	@url="$${DATABASE_URL:-$$(scripts/pg.sh start test $(TEST_PG_PORT))}"; \
 	DATABASE_URL="$$url" $(CARGO) test --locked --test e2e -- --ignored --nocapture
 
+prepare:
+	@scripts/ha-deps.sh || echo "patroni test: Patroni will not be had here (see above)"
+	@scripts/debroot.sh start || echo "package test: no Debian root will be made here (see above)"
+
+# consoled_<version>_amd64.deb in target/deb/ (version: Cargo.toml), from a release build;
+# packaging/deb.sh says what goes in it, docs/OPERATIONS.md "Installing the package" how to use it.
+deb: build
+	@packaging/deb.sh
+
 lint:
 	$(CARGO) fmt --check
 	$(CARGO) clippy --locked --all-targets -- -D warnings
@@ -57,9 +70,10 @@ db-up:
 db-down:
 	@scripts/pg.sh stop dev; scripts/pg.sh stop test
 
+# BENCH=checks (or any names of benches/*.rs, space-separated) runs only those.
 bench:
 	@url="$${DATABASE_URL:-$$(scripts/pg.sh start test $(TEST_PG_PORT))}"; \
-	$(CARGO) build --release --locked --bins --benches && DATABASE_URL="$$url" benches/run.sh
+	$(CARGO) build --release --locked --bins --benches && DATABASE_URL="$$url" benches/run.sh $(BENCH)
 
 # consoled against the async reference under benches/compare (its own Cargo workspace, never
 # built by run or test): the same stream ladder, back to back, one database; table and PNGs in

@@ -45,7 +45,10 @@ pub fn delete(c: &mut impl Sql, user: &users::User, details: &Value) -> ApiResul
         Ok(_) => Ok(()),
         // Another owner left meanwhile: the database's own rule refused.
         Err(e) if e.code() == Some(&SqlState::RESTRICT_VIOLATION) => {
-            Err(ApiError::new(Code::LastOwner))
+            Err(ApiError::new(Code::LastOwner).message(
+                "You are the last owner of a team organization: make another member an owner, \
+                 or close it, before deleting the account.",
+            ))
         }
         Err(e) => Err(e.into()),
     }

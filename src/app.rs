@@ -38,9 +38,15 @@ pub struct App {
     /// Streams held per client address.
     pub stream_shares: Arc<crate::admission::Shares>,
     /// This instance's stream places (`capacity.max_streams`).
-    pub stream_slots: Arc<crate::admission::Slots>,
+    pub stream_places: Arc<crate::admission::StreamPlaces>,
     /// Streams held here per user or token (the per-principal limit, checked from memory).
     pub stream_principals: Arc<crate::admission::Principals>,
+    /// The OpenID Connect providers and what each has told us (endpoints, keys).
+    pub oidc: Arc<crate::auth::oauth::oidc::Providers>,
+    /// Sessions and tokens checked here, kept while the listener hears nothing of them.
+    pub checked: Arc<crate::identity::Checked>,
+    /// Uses of those, written in batches (`identity::seen`).
+    pub seen: crate::identity::Seen,
 }
 
 /// What a handler produces: a complete response, or an event stream to hand to its own thread.

@@ -1,5 +1,6 @@
 //! Command line: `serve` (default), `migrate`, `project create`, `token create|list|revoke`,
-//! `keys generate|rotate`, `mfa reset`, `user find|show|disable|enable|signout|delete`, `emit`,
+//! `keys generate|rotate`, `mfa reset`, `user find|show|disable|enable|signout|delete`,
+//! `org suspend|resume`, `invitation create`, `emit`,
 //! `--version`. Every command reads DATABASE_URL and
 //! prints JSON on stdout. The arguments are checked (and `--help`, `--version` answered) before the
 //! configuration is read, so a typo never waits on a database. Only `serve` and `migrate` change
@@ -9,6 +10,7 @@
 
 mod commands;
 mod keys;
+mod teams;
 mod users;
 
 use std::collections::HashMap;
@@ -109,6 +111,9 @@ pub fn run(
         ["user", "enable"] => users::set_disabled(config, flags, false),
         ["user", "signout"] => users::signout(config, flags),
         ["user", "delete"] => users::delete(config, flags),
+        ["org", "suspend"] => teams::suspend(config, flags),
+        ["org", "resume"] => teams::resume(config, flags),
+        ["invitation", "create"] => teams::invite(config, flags),
         ["emit"] => emit(config, flags),
         _ => Err(unknown_command(command.words).into()),
     }
@@ -227,15 +232,33 @@ fn project_create(config: &Config, flags: &HashMap<String, String>) -> Result<Va
 fn token_create(config: &Config, flags: &HashMap<String, String>) -> Result<Value, Failure> {
     let project_id = id_flag(flags, "project")?;
     let name = flags.get("name").map(String::as_str).unwrap_or("");
+    let scope = match flags.get("scope") {
+        None => tokens::Scope::ReadWrite,
+        Some(s) => tokens::Scope::parse(s).ok_or("--scope is read or read_write")?,
+    };
+    let expires_in = flags
+        .get("expires-in")
+        .map(|v| v.parse::<u64>().ok().filter(|&n| n > 0))
+        .map(|n| n.ok_or("--expires-in is a whole number of seconds, at least 1"))
+        .transpose()?;
     let mut c = connect(config)?;
-    if orgs::find_project(&mut c, project_id)
-        .map_err(|e| e.to_string())?
-        .is_none()
-    {
-        return Err(format!("project {project_id} does not exist").into());
-    }
-    let (id, token) = tokens::create(&mut c, project_id, name).map_err(|e| e.to_string())?;
+    project_exists(&mut c, project_id)?;
+    let issue = tokens::Issue {
+        project_id,
+        name,
+        scope,
+        expires_in: expires_in.map(|n| n as f64),
+        created_by: None,
+    };
+    let (id, token) = tokens::issue(&mut c, &issue).map_err(|e| e.to_string())?;
     Ok(json!({ "id": id, "project_id": project_id, "token": token }))
+}
+
+fn project_exists(c: &mut postgres::Client, project_id: i64) -> Result<(), Failure> {
+    match orgs::find_project(c, project_id).map_err(|e| e.to_string())? {
+        Some(_) => Ok(()),
+        None => Err(format!("project {project_id} does not exist").into()),
+    }
 }
 
 /// Every token of a project with its name, id and times; never a secret (only hashes are
@@ -243,20 +266,15 @@ fn token_create(config: &Config, flags: &HashMap<String, String>) -> Result<Valu
 fn token_list(config: &Config, flags: &HashMap<String, String>) -> Result<Value, Failure> {
     let project_id = id_flag(flags, "project")?;
     let mut c = connect(config)?;
-    if orgs::find_project(&mut c, project_id)
-        .map_err(|e| e.to_string())?
-        .is_none()
-    {
-        return Err(format!("project {project_id} does not exist").into());
-    }
-    let list = tokens::list(&mut c, project_id).map_err(|e| db::reach::describe(&e))?;
+    project_exists(&mut c, project_id)?;
+    let list = tokens::list_all(&mut c, project_id).map_err(|e| db::reach::describe(&e))?;
     Ok(json!({ "project_id": project_id, "tokens": list }))
 }
 
 fn token_revoke(config: &Config, flags: &HashMap<String, String>) -> Result<Value, Failure> {
     let id = id_flag(flags, "id")?;
     let mut c = connect(config)?;
-    if !tokens::revoke(&mut c, id).map_err(|e| e.to_string())? {
+    if !tokens::revoke(&mut c, id, None).map_err(|e| e.to_string())? {
         return Err(format!("no live token with id {id}").into());
     }
     Ok(json!({ "id": id, "revoked": true }))

@@ -17,10 +17,16 @@ pub enum Code {
     ReauthRequired,
     Forbidden,
     AccountDisabled,
+    SsoRequired,
+    SignupClosed,
+    DomainNotAllowed,
     NotFound,
     MethodNotAllowed,
     EmailTaken,
+    NameTaken,
+    AlreadyMember,
     LastOwner,
+    TooManyTokens,
     PayloadTooLarge,
     UnsupportedMediaType,
     HeaderTooLarge,
@@ -44,10 +50,16 @@ impl Code {
             Code::ReauthRequired => "reauth_required",
             Code::Forbidden => "forbidden",
             Code::AccountDisabled => "account_disabled",
+            Code::SsoRequired => "sso_required",
+            Code::SignupClosed => "signup_closed",
+            Code::DomainNotAllowed => "domain_not_allowed",
             Code::NotFound => "not_found",
             Code::MethodNotAllowed => "method_not_allowed",
             Code::EmailTaken => "email_taken",
+            Code::NameTaken => "name_taken",
+            Code::AlreadyMember => "already_member",
             Code::LastOwner => "last_owner",
+            Code::TooManyTokens => "too_many_tokens",
             Code::PayloadTooLarge => "payload_too_large",
             Code::UnsupportedMediaType => "unsupported_media_type",
             Code::HeaderTooLarge => "header_too_large",
@@ -66,11 +78,20 @@ impl Code {
             | Code::InvalidCredentials
             | Code::InvalidCode
             | Code::MfaRequired => 401,
-            Code::CsrfInvalid | Code::ReauthRequired | Code::Forbidden => 403,
-            Code::AccountDisabled => 403,
+            Code::CsrfInvalid
+            | Code::ReauthRequired
+            | Code::Forbidden
+            | Code::AccountDisabled
+            | Code::SsoRequired
+            | Code::SignupClosed
+            | Code::DomainNotAllowed => 403,
             Code::NotFound => 404,
             Code::MethodNotAllowed => 405,
-            Code::EmailTaken | Code::LastOwner => 409,
+            Code::EmailTaken
+            | Code::NameTaken
+            | Code::AlreadyMember
+            | Code::LastOwner
+            | Code::TooManyTokens => 409,
             Code::PayloadTooLarge => 413,
             Code::UnsupportedMediaType => 415,
             Code::HeaderTooLarge => 431,
@@ -95,12 +116,19 @@ impl Code {
             }
             Code::Forbidden => "Your role in this organization does not allow this.",
             Code::AccountDisabled => "This account is disabled; ask the console's operator.",
+            Code::SsoRequired => {
+                "This address signs in only through its organization's identity provider."
+            }
+            Code::SignupClosed => "Sign-up is closed on this service.",
+            Code::DomainNotAllowed => "Accounts of this email domain cannot be made here.",
             Code::NotFound => "Not found.",
             Code::MethodNotAllowed => "Method not allowed.",
             Code::EmailTaken => "An account with this email address exists already.",
-            Code::LastOwner => {
-                "You are the last owner of a team organization: make another member an owner, \
-                 or close it, first."
+            Code::NameTaken => "This name is taken in the organization.",
+            Code::AlreadyMember => "This person is a member of the organization already.",
+            Code::LastOwner => "An organization keeps at least one owner.",
+            Code::TooManyTokens => {
+                "The project has as many API tokens as it may; revoke one first."
             }
             Code::PayloadTooLarge => "The request body is larger than 64 KiB.",
             Code::UnsupportedMediaType => "The request body must be application/json.",
@@ -131,9 +159,9 @@ pub struct More {
     pub allow: Option<String>,
     /// What the operator needs to know; logged, never sent.
     pub log_detail: Option<String>,
-    /// A `Set-Cookie` value the answer carries (a refused request that must also drop the
-    /// browser's session cookie).
-    pub set_cookie: Option<String>,
+    /// `Set-Cookie` values the answer carries (a refused request that must also drop the
+    /// browser's session cookie, and then gets a new CSRF cookie: `auth::csrf::follow_session`).
+    pub set_cookies: Vec<String>,
 }
 
 pub type ApiResult<T> = Result<T, ApiError>;
@@ -151,7 +179,7 @@ impl ApiError {
                 details: None,
                 allow: None,
                 log_detail: None,
-                set_cookie: None,
+                set_cookies: Vec::new(),
             }),
         }
     }
@@ -181,7 +209,7 @@ impl ApiError {
 
     /// The answer also sets this cookie (`Set-Cookie` value).
     pub fn with_cookie(mut self, set_cookie: String) -> ApiError {
-        self.more.set_cookie = Some(set_cookie);
+        self.more.set_cookies.push(set_cookie);
         self
     }
 
@@ -212,10 +240,11 @@ impl ApiError {
     }
 }
 
-/// Database errors: a lost or unreachable database is 503 `unavailable`; anything else is a bug.
+/// Database errors: a lost or unreachable database, or one that takes no writes now (a failover
+/// under way), is 503 `unavailable`; anything else is a bug.
 impl From<postgres::Error> for ApiError {
     fn from(e: postgres::Error) -> ApiError {
-        if is_connectivity(&e) {
+        if is_connectivity(&e) || is_read_only(&e) {
             ApiError::unavailable(format!("database: {e}"))
         } else {
             ApiError::internal(format!("database: {e}"))
@@ -227,6 +256,12 @@ impl From<r2d2::Error> for ApiError {
     fn from(e: r2d2::Error) -> ApiError {
         ApiError::unavailable(format!("database pool: {e}"))
     }
+}
+
+/// True when the server refused a write as read-only (SQLSTATE 25006): a standby, or a primary
+/// demoted or fenced during a failover. The pool drops such a connection (`db::sql`).
+pub fn is_read_only(e: &postgres::Error) -> bool {
+    e.code() == Some(&postgres::error::SqlState::READ_ONLY_SQL_TRANSACTION)
 }
 
 /// True when the error means "the database is not there" rather than "the query is wrong".

@@ -18,6 +18,7 @@ pub mod events;
 pub mod failure;
 pub mod hashing;
 pub mod http;
+pub mod identity;
 pub mod keys;
 pub mod limits;
 pub mod logging;
@@ -26,13 +27,16 @@ pub mod maintenance;
 pub mod metrics;
 pub mod oneshot;
 pub mod ops;
+pub mod ops_listener;
+#[allow(unsafe_code)] // the operating-system layer
+pub mod os;
 pub mod ready;
 pub mod router;
 pub mod server;
 pub mod sharded;
-#[allow(unsafe_code)]
-pub(crate) mod sock;
 pub mod subscribe;
+pub mod teams;
+pub mod tokens;
 
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -47,6 +51,8 @@ use failure::Failure;
 pub struct Service {
     pub app: Arc<App>,
     pub server: server::Server,
+    /// The operations listener, with `CONSOLED_METRICS_LISTEN`.
+    ops: Option<ops_listener::OpsListener>,
     background: Vec<thread::JoinHandle<()>>,
 }
 
@@ -55,10 +61,18 @@ impl Service {
         self.server.addr
     }
 
+    /// Where `/metrics` is served when it is not on `addr` (`CONSOLED_METRICS_LISTEN`).
+    pub fn ops_addr(&self) -> Option<std::net::SocketAddr> {
+        self.ops.as_ref().map(|o| o.addr)
+    }
+
     /// Graceful stop: no new requests, in-flight ones finish, streams end, threads exit.
     pub fn shutdown(self, grace: Duration) {
         let deadline = Instant::now() + grace;
         self.server.shutdown(grace);
+        if let Some(ops) = self.ops {
+            ops.stop();
+        }
         for t in self.background {
             while !t.is_finished() && Instant::now() < deadline {
                 thread::sleep(Duration::from_millis(10));
@@ -109,15 +123,19 @@ pub fn serve(config: Config) -> Result<Service, Failure> {
     serve_on(config, listener)
 }
 
+/// How often a session's use is written: at most once a twentieth of the idle time (and a
+/// minute), as `auth::any_session` marks it.
+fn touch_after(config: &Config) -> f64 {
+    (config.session_idle.as_secs_f64() / 20.0).min(60.0)
+}
+
 /// What every stream opening of this process shares.
 fn stream_terms(config: &Config, hub: &events::Hub) -> events::Terms {
     events::Terms {
         instance: hub.leases.instance_id.clone(),
         rules: db::leases::SessionRules {
             idle: config.session_idle,
-            // As `auth::any_session` marks a session used: at most once a twentieth of the idle
-            // time (and a minute).
-            touch_after: (config.session_idle.as_secs_f64() / 20.0).min(60.0),
+            touch_after: touch_after(config),
         },
         limit: config.streams_per_principal,
     }
@@ -127,9 +145,10 @@ fn stream_terms(config: &Config, hub: &events::Hub) -> events::Terms {
 pub fn serve_on(config: Config, listener: std::net::TcpListener) -> Result<Service, Failure> {
     // The mail settings are configuration, checked before waiting on the database.
     let mailer = mail::Mailer::from_config(&config).map_err(Failure::config)?;
+    let ops_socket = config.metrics_listen.map(ops_listener::bind).transpose()?;
     migrate(&config, Duration::from_secs(30))?;
     let (data_keys, csrf_key) = keys::reseal::prepare(&config)?;
-    let pool = db::pool(&config)?;
+    let pool = db::pool(&config);
     let origins = config.origins().to_vec();
     let capacity = capacity::Capacity::derive(&config);
     // The common-password set is built here, not by the first sign-up that needs it.
@@ -139,8 +158,13 @@ pub fn serve_on(config: Config, listener: std::net::TcpListener) -> Result<Servi
         .map_err(|e| format!("cannot start a background thread: {e}"))?;
     let app = Arc::new(App {
         stream_shares: admission::Shares::new(capacity.max_streams, config.client_share),
-        stream_slots: admission::Slots::new(capacity.max_streams),
+        stream_places: admission::StreamPlaces::new(capacity.max_streams),
         stream_principals: admission::Principals::new(config.streams_per_principal),
+        oidc: Arc::new(auth::oauth::oidc::Providers::new(&config.oidc)),
+        checked: Arc::new(identity::Checked::new(Duration::from_secs_f64(
+            touch_after(&config),
+        ))),
+        seen: identity::Seen::default(),
         capacity,
         hasher: hashing::Hasher::start(config.hash_threads, config.hash_queue),
         signin_blocks: admission::Blocks::default(),
@@ -162,8 +186,9 @@ pub fn serve_on(config: Config, listener: std::net::TcpListener) -> Result<Servi
         pool: app.pool.clone(),
         metrics: app.metrics.clone(),
         stopping: app.stopping.clone(),
-        listen_db: db::direct_pg_config(&app.config, &listener_name)?,
+        listen_db: db::direct_pg_config(&app.config, &listener_name),
         session_idle: app.config.session_idle,
+        checked: app.checked.clone(),
     });
     let mut background = vec![
         maintenance::start(app.clone()),
@@ -177,10 +202,23 @@ pub fn serve_on(config: Config, listener: std::net::TcpListener) -> Result<Servi
     if app.config.mail_sender {
         background.push(mail::start(app.clone(), mailer));
     }
+    // Discovery runs beside the server: a provider that is down keeps nothing from starting.
+    let discovery = auth::oauth::oidc::start(
+        app.oidc.clone(),
+        app.stopping.clone(),
+        app.config.oidc_refresh,
+        app.config.oauth_timeout,
+    );
+    background.extend(discovery.map_err(spawned)?);
+    let ops = match ops_socket {
+        Some(socket) => Some(ops_listener::start(app.clone(), socket).map_err(spawned)?),
+        None => None,
+    };
     let server = server::Server::start(app.clone(), listener).map_err(|e| e.to_string())?;
     Ok(Service {
         app,
         server,
+        ops,
         background,
     })
 }

@@ -22,6 +22,8 @@ pub enum Kind {
     VerifyMailsPerDay,
     WrongCodesPerUser,
     EmailChangesPerUser,
+    InvitationsPerOrg,
+    OrgsPerUser,
 }
 
 /// The fixed facts of a kind: key prefix, default limit, window, setting, what it counts.
@@ -38,7 +40,7 @@ const fn mins(n: u64) -> Duration {
 }
 
 impl Kind {
-    pub const ALL: [Kind; 12] = [
+    pub const ALL: [Kind; 14] = [
         Kind::LoginFailuresPerClient,
         Kind::LoginFailuresPerAccountAndClient,
         Kind::LoginFailuresPerAccount,
@@ -51,6 +53,8 @@ impl Kind {
         Kind::VerifyMailsPerDay,
         Kind::WrongCodesPerUser,
         Kind::EmailChangesPerUser,
+        Kind::InvitationsPerOrg,
+        Kind::OrgsPerUser,
     ];
 
     pub const fn rule(self) -> Rule {
@@ -146,6 +150,22 @@ impl Kind {
                 None,
                 "email-change requests per user (each mails the new address)",
             ),
+            // Each invitation mails an address chosen by the inviter: an organization must not
+            // be a way to mail strangers in bulk.
+            Kind::InvitationsPerOrg => (
+                "invite-org",
+                50,
+                mins(60),
+                Some("CONSOLED_INVITATIONS_PER_ORG"),
+                "invitations made in one organization (by its members; the operator's command is not counted)",
+            ),
+            Kind::OrgsPerUser => (
+                "org-create",
+                20,
+                mins(60),
+                Some("CONSOLED_ORGS_PER_USER"),
+                "team organizations created by one user",
+            ),
         };
         Rule {
             prefix,
@@ -217,6 +237,8 @@ pub enum Bucket<'a> {
     VerifyMailsPerDay(i64),
     WrongCodes(i64),
     EmailChanges(i64),
+    Invitations(i64),
+    OrgsCreated(i64),
 }
 
 impl Bucket<'_> {
@@ -233,6 +255,8 @@ impl Bucket<'_> {
             Bucket::VerifyMailsPerDay(_) => Kind::VerifyMailsPerDay,
             Bucket::WrongCodes(_) => Kind::WrongCodesPerUser,
             Bucket::EmailChanges(_) => Kind::EmailChangesPerUser,
+            Bucket::Invitations(_) => Kind::InvitationsPerOrg,
+            Bucket::OrgsCreated(_) => Kind::OrgsPerUser,
         }
     }
 
@@ -252,7 +276,9 @@ impl Bucket<'_> {
             Bucket::VerifyMailsPerMinute(user)
             | Bucket::VerifyMailsPerDay(user)
             | Bucket::WrongCodes(user)
-            | Bucket::EmailChanges(user) => format!("{prefix}:{user}"),
+            | Bucket::EmailChanges(user)
+            | Bucket::OrgsCreated(user) => format!("{prefix}:{user}"),
+            Bucket::Invitations(org) => format!("{prefix}:{org}"),
         }
     }
 
@@ -283,6 +309,7 @@ pub fn keys_of_account(email: &Email, user_id: i64) -> (Vec<String>, Vec<String>
         Bucket::VerifyMailsPerDay(user_id).key(),
         Bucket::WrongCodes(user_id).key(),
         Bucket::EmailChanges(user_id).key(),
+        Bucket::OrgsCreated(user_id).key(),
     ];
     let reset = Kind::ResetMailsPerAddressAndClient.rule().prefix;
     let prefixes = vec![per_client, format!("{reset}:{}:", email.as_str())];

@@ -32,8 +32,12 @@ pub struct Metrics {
     pub changes_received: AtomicU64,
     pub changes_dropped: AtomicU64,
     pub listener_reconnects: AtomicU64,
+    /// Mails delivered, except password resets asked for by address (`reset_requests`).
     pub mails_sent: AtomicU64,
     pub mail_failures: AtomicU64,
+    /// Password resets asked for by address, handled: mailed, or dropped for an address without
+    /// an account (never counted apart: issue 37, item 4).
+    pub reset_requests: AtomicU64,
     pub connections_refused: AtomicU64,
     /// Accepted connections whose socket was not known (closed at once; should stay 0).
     pub connections_unguarded: AtomicU64,
@@ -58,7 +62,7 @@ pub struct Metrics {
 
 /// Gauges read at scrape time from their owners.
 pub struct Gauges {
-    /// Stream places held (`admission::Slots`): the one count of open streams.
+    /// Stream places held (`admission::StreamPlaces`): the one count of open streams.
     pub streams_open: usize,
     pub hash_queue_depth: usize,
     /// Requests the hash admission refused (their client held its share, or no place).
@@ -71,6 +75,9 @@ pub struct Gauges {
     /// Connections and event streams this process holds at most (`capacity`).
     pub max_connections: usize,
     pub max_streams: usize,
+    /// Credentials checked from memory and from the database (`identity`), and those remembered.
+    pub checks: [u64; 2],
+    pub checked: usize,
 }
 
 impl Metrics {
@@ -183,8 +190,13 @@ impl Metrics {
             ),
             (
                 "consoled_mails_sent_total",
-                "Mails delivered.",
+                "Mails delivered (reset requests by address are counted apart).",
                 &self.mails_sent,
+            ),
+            (
+                "consoled_reset_requests_total",
+                "Password-reset requests by address handled, whether the address has an account or not.",
+                &self.reset_requests,
             ),
             (
                 "consoled_mail_failures_total",
@@ -280,6 +292,15 @@ impl Metrics {
                 "# HELP {name} {help}\n# TYPE {name} counter\n{name} {value}"
             );
         }
+        let _ = writeln!(
+            out,
+            "# HELP consoled_checks_total Sessions and API tokens checked, by where they were found.\n\
+             # TYPE consoled_checks_total counter\nconsoled_checks_total{{from=\"memory\"}} {}\n\
+             consoled_checks_total{{from=\"database\"}} {}\n\
+             # HELP consoled_checked_credentials Sessions and API tokens remembered as checked.\n\
+             # TYPE consoled_checked_credentials gauge\nconsoled_checked_credentials {}",
+            g.checks[0], g.checks[1], g.checked
+        );
         let gauges = [
             (
                 "consoled_streams_open",
@@ -385,6 +406,8 @@ mod tests {
             pool_max: 16,
             max_connections: 100,
             max_streams: 90,
+            checks: [7, 1],
+            checked: 1,
         });
         assert!(text.contains("consoled_requests_total{route=\"login\",status=\"200\"} 1"));
         assert!(text
@@ -392,6 +415,7 @@ mod tests {
         assert!(text.contains("consoled_request_duration_seconds_count{route=\"login\"} 2"));
         assert!(text.contains("consoled_hash_queue_depth 2"));
         assert!(text.contains("consoled_hashes_refused_total 5"));
+        assert!(text.contains("consoled_checks_total{from=\"memory\"} 7\n"));
         assert!(text.contains("consoled_connections_max 100\n"));
         assert!(text.contains("consoled_streams_max 90\n"));
         assert!(text.contains("consoled_build_info{version=\""));

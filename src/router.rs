@@ -1,15 +1,18 @@
 //! Routing: one table of (method, path pattern, handler), and the one dispatch function that
-//! applies the cross-cutting rules in order: 404/405, CSRF and media type for POSTs and DELETEs
-//! under /auth, then the handler, then a new CSRF cookie when the response changed the session
-//! cookie. A `*` in a pattern matches one path segment.
+//! applies the cross-cutting rules in order: 404/405, CSRF and media type for requests that change
+//! state under /auth and /v1, then the handler, then a new CSRF cookie when the answer (or the
+//! refusal) set or cleared the session cookie. A `*` in a pattern matches one path segment.
 
 use crate::app::{App, Reply};
 use crate::auth;
 use crate::demo;
 use crate::error::{ApiError, ApiResult, Code};
 use crate::http::{csrf, Method, Request, Response};
+use crate::identity;
 use crate::ops;
 use crate::subscribe;
+use crate::teams;
+use crate::tokens;
 
 pub type Handler = fn(&App, &Request) -> ApiResult<Reply>;
 
@@ -51,7 +54,7 @@ impl Route {
     }
 }
 
-use Method::{Delete, Get, Patch, Post};
+use Method::{Delete, Get, Head, Patch, Post};
 
 pub static ROUTES: &[Route] = &[
     route(Get, "/", "demo", demo::index),
@@ -59,6 +62,10 @@ pub static ROUTES: &[Route] = &[
     // finishes what the mails start; a real console front end serves these paths itself.
     route(Get, "/verify-email", "demo_verify_email", demo::index),
     route(Get, "/reset-password", "demo_reset_password", demo::index),
+    // Where an external sign-in ends (`{CONSOLED_CONSOLE_URL}/login?error=...`, `/login/mfa`).
+    route(Get, "/login", "demo_login", demo::index),
+    route(Get, "/login/mfa", "demo_login_mfa", demo::index),
+    route(Get, "/invitation", "demo_invitation", demo::index),
     route(Get, "/auth/csrf", "csrf", auth::csrf::get),
     route(Get, "/auth/providers", "providers", auth::oauth::providers),
     route(
@@ -77,6 +84,10 @@ pub static ROUTES: &[Route] = &[
     route(Post, "/auth/login", "login", auth::login::post).screened(auth::login::screen),
     route(Post, "/auth/logout", "logout", auth::login::logout),
     route(Get, "/auth/session", "session", auth::login::get),
+    route(Get, "/auth/check", "check", identity::check::get),
+    // The same without a body, for proxies: nginx keeps its connection to an `auth_request`
+    // upstream only when the answer has no body to skip (`identity::check`).
+    route(Head, "/auth/check", "check", identity::check::get),
     route(Post, "/auth/mfa/totp", "mfa_totp", auth::mfa::complete),
     route(Post, "/auth/mfa/totp/setup", "mfa_setup", auth::mfa::setup),
     route(
@@ -176,6 +187,96 @@ pub static ROUTES: &[Route] = &[
     ),
     route(Get, "/change-email", "demo_change_email", demo::index),
     route(Get, STREAM_PATH, "events", subscribe::get),
+    // Teams (issue 32): organizations, members, invitations, projects (`crate::teams`).
+    route(Get, "/v1/organizations", "orgs", teams::orgs::list),
+    route(Post, "/v1/organizations", "org_create", teams::orgs::create),
+    route(Get, "/v1/organizations/*", "org", teams::orgs::get),
+    route(
+        Patch,
+        "/v1/organizations/*",
+        "org_rename",
+        teams::orgs::rename,
+    ),
+    route(
+        Get,
+        "/v1/organizations/*/members",
+        "members",
+        teams::members::list,
+    ),
+    route(
+        Patch,
+        "/v1/organizations/*/members/*",
+        "member_role",
+        teams::members::change_role,
+    ),
+    route(
+        Delete,
+        "/v1/organizations/*/members/*",
+        "member_remove",
+        teams::members::remove,
+    ),
+    route(
+        Get,
+        "/v1/organizations/*/invitations",
+        "invitations",
+        teams::invitations::list,
+    ),
+    route(
+        Post,
+        "/v1/organizations/*/invitations",
+        "invite",
+        teams::invitations::create,
+    ),
+    route(
+        Delete,
+        "/v1/organizations/*/invitations/*",
+        "invitation_cancel",
+        teams::invitations::cancel,
+    ),
+    route(
+        Post,
+        "/v1/invitations/accept",
+        "invitation_accept",
+        teams::invitations::accept,
+    ),
+    route(
+        Get,
+        "/v1/organizations/*/projects",
+        "projects",
+        teams::projects::list,
+    ),
+    route(
+        Post,
+        "/v1/organizations/*/projects",
+        "project_create",
+        teams::projects::create,
+    ),
+    route(Get, "/v1/projects/*", "project", teams::projects::get),
+    route(
+        Patch,
+        "/v1/projects/*",
+        "project_rename",
+        teams::projects::rename,
+    ),
+    route(
+        Delete,
+        "/v1/projects/*",
+        "project_delete",
+        teams::projects::delete,
+    ),
+    route(Get, "/v1/projects/*/tokens", "tokens", tokens::list),
+    route(
+        Post,
+        "/v1/projects/*/tokens",
+        "token_create",
+        tokens::create,
+    ),
+    route(
+        Delete,
+        "/v1/projects/*/tokens/*",
+        "token_revoke",
+        tokens::revoke,
+    ),
     route(Get, "/healthz", "healthz", ops::healthz),
     route(Get, "/readyz", "readyz", ops::readyz),
     route(Get, "/metrics", "metrics", ops::metrics),
@@ -250,12 +351,8 @@ pub fn dispatch(app: &App, req: &Request) -> (&'static str, ApiResult<Reply>) {
         Ok(r) => r,
         Err(e) => return ("unmatched", Err(e)),
     };
-    (
-        route.name,
-        guard(app, req)
-            .and_then(|()| (route.handler)(app, req))
-            .map(|reply| auth::csrf::follow_session(app, reply)),
-    )
+    let result = guard(app, req).and_then(|()| (route.handler)(app, req));
+    (route.name, auth::csrf::follow_session(app, result))
 }
 
 /// The answer of the request's route's screen when it refuses the request (`Screen`), with the

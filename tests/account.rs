@@ -129,6 +129,26 @@ fn the_export_holds_everything_about_the_user_and_no_secret() {
         .expect_error(401, "invalid_credentials");
     let device = other.login(&email, PASSWORD);
     device.expect(200);
+    // Invitations: one the user made in a team of its own, one to the user's address.
+    let team = c.post("/v1/organizations", &json!({"name": "Exported team"}));
+    team.expect(201);
+    let invitee = unique_email();
+    let invite = json!({"email": invitee, "role": "viewer"});
+    c.post(
+        &format!("/v1/organizations/{}/invitations", team.json()["id"]),
+        &invite,
+    )
+    .expect(201);
+    let mut inviter = server.client();
+    let (_, inviter_state) = inviter.signup();
+    let inviter_team = inviter.post("/v1/organizations", &json!({"name": "Inviting team"}));
+    inviter_team.expect(201);
+    let to_me = json!({"email": email, "role": "member"});
+    let path = format!(
+        "/v1/organizations/{}/invitations",
+        inviter_team.json()["id"]
+    );
+    inviter.post(&path, &to_me).expect(201);
 
     let r = c.get("/auth/account/export");
     r.expect(200);
@@ -153,6 +173,16 @@ fn the_export_holds_everything_about_the_user_and_no_secret() {
     assert_eq!(export["devices"].as_array().unwrap().len(), 1, "{export}");
     assert_eq!(export["recovery_codes"].as_array().unwrap().len(), 10);
     assert_eq!(export["api_tokens"][0]["name"], "ci");
+    assert_eq!(export["api_tokens"][0]["scope"], "read_write");
+    assert!(export["api_tokens"][0]["expires_at"].is_null());
+    // TOTP enabled while the address was unproven (issue 37's flag).
+    assert_eq!(user["mfa_enabled_unproven"], true);
+    assert_eq!(export["invitations_sent"][0]["email"], invitee);
+    assert_eq!(export["invitations_sent"][0]["role"], "viewer");
+    let received = &export["invitations_received"][0];
+    assert_eq!(received["org_id"], inviter_team.json()["id"]);
+    assert_eq!(received["invited_by"], inviter_state["user"]["id"]);
+    assert!(received["accepted_at"].is_null());
     let mails: Vec<&str> = export["queued_mails"]
         .as_array()
         .unwrap()

@@ -175,9 +175,17 @@ fn changing_the_password_ends_other_sessions_and_their_streams_and_renews_this_o
     stale.get("/auth/session").expect_error(401, "unauthorized");
     other.get("/auth/session").expect_error(401, "unauthorized");
     assert!(other_stream.wait_end(T).is_some(), "the other stream ended");
+    // This session's stream was opened with the old token, which a thief may hold too (issue
+    // 37, item 5): it ends, and the browser's EventSource reconnects with the new cookie.
     assert!(
-        own_stream.wait_end(Duration::from_secs(1)).is_none(),
-        "this session's stream goes on"
+        own_stream.wait_end(Duration::from_secs(1)).is_some(),
+        "the stream of the old token ended"
+    );
+    let mut renewed = open_stream(&server, &new_token);
+    assert_eq!(
+        renewed.next(Duration::from_secs(1)),
+        Ev::Timeout,
+        "it goes on"
     );
 
     // The new password signs in, the old one no longer; the owner is told.

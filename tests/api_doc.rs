@@ -17,6 +17,7 @@ const CONFIG_RS: &str = concat!(
     include_str!("../src/config/mod.rs"),
     include_str!("../src/config/env.rs"),
     include_str!("../src/config/keys.rs"),
+    include_str!("../src/config/oidc.rs"),
     include_str!("../src/limits.rs")
 );
 
@@ -26,6 +27,7 @@ fn settings_code() -> String {
         include_str!("../src/config/mod.rs"),
         include_str!("../src/config/env.rs"),
         include_str!("../src/config/keys.rs"),
+        include_str!("../src/config/oidc.rs"),
         include_str!("../src/limits.rs"),
     ]
     .iter()
@@ -196,7 +198,14 @@ fn every_change_type_cookie_and_event_is_described() {
     for cookie in ["svc_csrf", "svc_session", "svc_oauth"] {
         assert!(cookies.contains(&format!("`{cookie}`")), "cookie {cookie}");
     }
-    for value in ["oauth_denied", "oauth_failed"] {
+    for value in [
+        "oauth_denied",
+        "oauth_failed",
+        "email_unverified",
+        "not_allowed",
+        "sso_required",
+        "provider_unavailable",
+    ] {
         assert!(
             section("Sign-in redirect errors").contains(value),
             "{value}"
@@ -222,6 +231,10 @@ fn every_setting_named_exists_and_the_settings_table_is_real() {
     }
     known.insert("CONSOLED_GITHUB_API_URL".into());
     known.insert("CONSOLED_GOOGLE_USERINFO_URL".into());
+    // Each OpenID Connect provider N has `CONSOLED_OIDC_N_<suffix>`, written with N in the docs.
+    for suffix in consoled::config::oidc::SUFFIXES {
+        known.insert(consoled::config::oidc::variable("n", suffix));
+    }
     let settings = table_rows(section("Settings"));
     assert!(settings.len() > 10);
     let named: BTreeSet<String> = API
@@ -250,6 +263,8 @@ fn project_files(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
                 "mail",
                 ".venv-conformance",
                 ".schemathesis",
+                // tests/oidc's npm packages (scripts/oidc-deps.sh), not ours.
+                "node_modules",
             ];
             if !skip.contains(&name.as_str()) && !name.starts_with("out") {
                 project_files(&path, out);

@@ -171,3 +171,62 @@ fn a_token_from_one_instance_passes_on_another() {
     c.post_empty("/auth/logout")
         .expect_error(403, "csrf_invalid");
 }
+
+/// Signs in again with the `svc_csrf` cookie the jar holds, as a console that read it afresh
+/// does, without asking `GET /auth/csrf` first.
+fn login_with_the_jar_token(c: &mut Client, email: &str) -> Response {
+    let token = c.cookies.get("svc_csrf").cloned().unwrap_or_default();
+    let body = serde_json::to_vec(&json!({"email": email, "password": PASSWORD})).unwrap();
+    c.send(
+        "POST",
+        "/auth/login",
+        &[CT, ("X-CSRF-Token", &token)],
+        &body,
+    )
+}
+
+/// Every answer that ends or clears the session re-issues the CSRF cookie, as a successful
+/// logout does (issue 31): the fifth wrong code ends the pending session, and a logout of a
+/// session that has ended answers 401; both clear `svc_session`, and the client's next sign-in
+/// must not be refused for a token bound to the session that is gone.
+#[test]
+fn an_answer_that_clears_the_session_also_hands_out_a_new_csrf_token() {
+    let server = TestServer::start();
+    let mut c = server.client();
+    let (email, _) = c.signup();
+    let r = c.post("/auth/mfa/totp/setup", &json!({}));
+    let secret = base32_decode(r.json()["secret"].as_str().unwrap()).unwrap();
+    let code = totp_code(&secret, unix_now() / 30);
+    c.post("/auth/mfa/totp/enable", &json!({ "code": code }))
+        .expect(200);
+
+    let mut b = server.client();
+    assert_eq!(b.login(&email, PASSWORD).json()["mfa_required"], true);
+    let mut last = None;
+    for _ in 0..5 {
+        // A recovery code nobody was given.
+        last = Some(b.post("/auth/mfa/totp", &json!({ "code": "aaaa-bbbb-cccc-dddd" })));
+    }
+    let r = last.unwrap();
+    r.expect_error(401, "invalid_code");
+    assert!(r.set_cookie("svc_session").unwrap().contains("Max-Age=0"));
+    assert!(r.set_cookie("svc_csrf").is_some(), "no new svc_csrf");
+    let r = login_with_the_jar_token(&mut b, &email);
+    r.expect(200);
+    assert_eq!(r.json()["mfa_required"], true);
+
+    // A logout of a session that ended meanwhile (elsewhere): 401, the cookie cleared.
+    let mut d = server.client();
+    let (email, _) = d.signup();
+    d.csrf();
+    db().execute(
+        "DELETE FROM sessions WHERE token_hash = $1",
+        &[&consoled::crypto::token_hash(&d.cookies["svc_session"])],
+    )
+    .unwrap();
+    let r = d.post_empty("/auth/logout");
+    r.expect_error(401, "unauthorized");
+    assert!(r.set_cookie("svc_session").unwrap().contains("Max-Age=0"));
+    assert!(r.set_cookie("svc_csrf").is_some(), "no new svc_csrf");
+    login_with_the_jar_token(&mut d, &email).expect(200);
+}

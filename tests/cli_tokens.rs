@@ -81,8 +81,23 @@ fn token_list_shows_each_token_without_its_secret() {
         keys.sort();
         assert_eq!(
             keys,
-            ["created_at", "id", "last_used_at", "name", "revoked_at"]
+            [
+                "created_at",
+                "created_by",
+                "expires_at",
+                "id",
+                "last_used_at",
+                "name",
+                "revoked_at",
+                "scope"
+            ]
         );
+        // The command line's: no maker, no expiry, and everything allowed, as before.
+        assert_eq!(
+            (&t["created_by"], &t["expires_at"]),
+            (&Value::Null, &Value::Null)
+        );
+        assert_eq!(t["scope"], "read_write");
     }
     let missing = consoled(
         &database_url(),
@@ -90,6 +105,64 @@ fn token_list_shows_each_token_without_its_secret() {
     );
     assert_eq!(missing.status.code(), Some(1));
     assert!(text(&missing.stderr).contains("does not exist"));
+}
+
+/// `token create` takes a scope and an expiry (issue 31); a scope it does not know, or an expiry
+/// that is not a positive number of seconds, is refused before the database is asked.
+#[test]
+fn token_create_takes_a_scope_and_an_expiry() {
+    let server = TestServer::start();
+    let (_, state) = server.client().signup();
+    let project = project_of(&state).to_string();
+    let out = consoled(
+        &database_url(),
+        &[
+            "token",
+            "create",
+            "--project",
+            &project,
+            "--scope",
+            "read",
+            "--expires-in",
+            "60",
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let id = serde_json::from_slice::<Value>(&out.stdout).unwrap()["id"].clone();
+    let out = consoled(&database_url(), &["token", "list", "--project", &project]);
+    let list: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let made = list["tokens"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["id"] == id)
+        .unwrap()
+        .clone();
+    assert_eq!(made["scope"], "read");
+    assert!(
+        made["expires_at"].as_str().unwrap().ends_with('Z'),
+        "{made}"
+    );
+    for (flag, value, says) in [
+        ("--scope", "write", "--scope is read or read_write"),
+        (
+            "--expires-in",
+            "0",
+            "--expires-in is a whole number of seconds",
+        ),
+        (
+            "--expires-in",
+            "soon",
+            "--expires-in is a whole number of seconds",
+        ),
+    ] {
+        let out = consoled(
+            &database_url(),
+            &["token", "create", "--project", &project, flag, value],
+        );
+        assert!(!out.status.success());
+        assert!(text(&out.stderr).contains(says), "{}", text(&out.stderr));
+    }
 }
 
 /// Only `serve` and `migrate` apply migrations: a new binary's `token create` during a rolling

@@ -54,6 +54,7 @@ fn the_mail_link_pages_are_the_demo_only_when_it_is_on() {
         "/verify-email?token=abc",
         "/reset-password?token=abc",
         "/change-email?token=abc",
+        "/invitation?token=abc",
     ];
     for path in paths {
         off.client().get(path).expect_error(404, "not_found");
@@ -83,6 +84,9 @@ fn the_mail_link_pages_are_the_demo_only_when_it_is_on() {
             "id=\"email-form\"",
             "\"/auth/account/export\"",
             "id=\"delete-form\"",
+            "id=\"invitation-accept\"",
+            "\"/v1/invitations/accept\"",
+            "body.invitation = linkToken",
         ] {
             assert!(body.contains(needle), "{path}: {needle}");
         }

@@ -6,7 +6,8 @@
 //! them: the verification mail sent again from the page, its link confirms the address and, opened
 //! again, says it was used instead of offering "Confirm"; the reset link (asked for on the login
 //! form) sets a new password that then signs in; the signed-in panel lists the own sessions and
-//! changes the password (a common one refused).
+//! changes the password (a common one refused). And teams: an organization made in the page, an
+//! invitation mailed, its link signing the invited person up into the team, a role changed.
 //!
 //! Ignored by `make test` (it needs chromium and takes a few seconds): `make e2e` installs the
 //! browser when missing and runs `cargo test --test e2e -- --ignored`. The screenshot of the
@@ -511,6 +512,100 @@ fn qr_says(b: &Browser, uri: &str) {
         .expect("run zbarimg");
     let decoded = String::from_utf8_lossy(&out.stdout);
     assert_eq!(decoded.trim_end(), uri, "the QR code on the page");
+}
+
+/// Teams in the page (issue 32): an owner makes a team and invites an address; the invitation
+/// mail's link, opened signed out, signs the invited person up through it (which joins the team);
+/// the owner then makes the new member an admin, and the member's page shows it.
+#[test]
+#[ignore = "needs chromium and chromedriver; run by `make e2e`"]
+fn the_demo_page_makes_a_team_accepts_an_invitation_and_changes_a_role() {
+    assert!(
+        webdriver::available(),
+        "chromium or chromedriver is missing: run scripts/e2e-deps.sh (as root) or `make e2e`"
+    );
+    // As `make run` starts it: mail to files, each mailed link in the log.
+    let server = common::binary::Spawned::start(BIN, &[]);
+    in_browser("teams.png", |b| teams_flow(&server, b));
+}
+
+fn sign_up_in_the_page(b: &Browser, email: &str, name: &str) {
+    b.wait("the signup form", STEP, |b| b.displayed("#signup-form"));
+    b.type_into("#signup-email", email);
+    b.type_into("#signup-name", name);
+    b.type_into("#signup-password", common::PASSWORD);
+    b.click("#signup-submit");
+    b.wait("the signed-in panel", STEP, |b| {
+        b.text("#who").contains(email)
+    });
+}
+
+fn teams_flow(server: &common::binary::Spawned, b: &Browser) {
+    let (owner, invited) = (common::unique_email(), common::unique_email());
+    b.goto(&format!("{}/", server.url));
+    sign_up_in_the_page(b, &owner, "Team Owner");
+    b.type_into("#team-name", "E2E Team");
+    b.click("#team-submit");
+    b.wait("the new team with its owner", STEP, |b| {
+        b.text("#team-org")
+            .contains("E2E Team (team, owner, active)")
+            && b.text("#members").contains(&owner)
+            && b.displayed("#invite-form")
+    });
+    b.type_into("#invite-email", &invited);
+    b.click("#invite-submit");
+    b.wait("the open invitation", STEP, |b| {
+        b.text("#invitations").contains(&invited)
+    });
+    // The invited person opens the mailed link signed out and signs up through it.
+    b.click("#logout");
+    b.wait("the login form", STEP, |b| b.displayed("#login-form"));
+    b.goto(&server.mailed_link(&invited, "invitation"));
+    b.wait("the invitation step", STEP, |b| {
+        b.displayed("#invitation") && b.text("#invitation-note").contains("Sign up")
+    });
+    sign_up_in_the_page(b, &invited, "Invited Person");
+    b.wait("the team joined as member", STEP, |b| {
+        b.text("#orgs").contains("E2E Team") && b.text("#orgs").contains("member")
+    });
+    assert_eq!(
+        b.text("#verified"),
+        "yes",
+        "the invitation proved the address"
+    );
+    assert!(!b.displayed("#invite-form"), "a member does not invite");
+
+    // The owner makes the new member an admin.
+    b.click("#logout");
+    b.wait("the login form", STEP, |b| b.displayed("#login-form"));
+    b.type_into("#login-email", &owner);
+    b.type_into("#login-password", common::PASSWORD);
+    b.click("#login-submit");
+    b.wait("the team's members", STEP, |b| {
+        b.text("#members").contains(&invited)
+    });
+    let ids = common::db()
+        .query_one(
+            "SELECT m.org_id, m.user_id FROM memberships m JOIN users u ON u.id = m.user_id
+              JOIN organizations o ON o.id = m.org_id WHERE u.email = $1 AND o.kind = 'team'",
+            &[&invited],
+        )
+        .unwrap();
+    let (org_id, member_id): (i64, i64) = (ids.get(0), ids.get(1));
+    b.click(&format!("#role-{member_id} option[value=admin]"));
+    b.click(&format!("#role-change-{member_id}"));
+    b.wait("the role changed", STEP, |b| {
+        b.text("#notice").contains("is admin now")
+    });
+    assert_eq!(b.text("#message"), "");
+    let role: String = common::db()
+        .query_one(
+            "SELECT role FROM memberships WHERE org_id = $1 AND user_id = $2",
+            &[&org_id, &member_id],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(role, "admin");
 }
 
 /// An eleventh stream of one user in the browser: the page says it waits for a free slot (the

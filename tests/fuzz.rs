@@ -286,6 +286,11 @@ const ROUTES: &[(&str, &str)] = &[
     ("GET", "/auth/oauth/github/callback"),
     ("GET", "/auth/oauth/google/callback"),
     ("GET", "/v1/events"),
+    ("GET", "/auth/check"),
+    ("GET", "/v1/projects/1/tokens"),
+    ("POST", "/v1/projects/1/tokens"),
+    ("DELETE", "/v1/projects/1/tokens/1"),
+    ("GET", "/v1/projects/99999999999999999999/tokens"),
     ("GET", "/healthz"),
     ("GET", "/readyz"),
     ("GET", "/metrics"),
@@ -368,13 +373,23 @@ fn random_requests_to_every_route_get_no_5xx_no_panic_and_no_hang() {
             headers.push(("X-CSRF-Token".into(), token));
         }
         if rng.chance(25) {
-            let token = match rng.below(4) {
+            let token = match rng.below(5) {
                 0 => format!("Bearer csd_{}", rng.header_value().replace(' ', "")),
+                4 => format!("Bearer csdt_{}", rng.header_value().replace(' ', "")),
                 1 => format!("Bearer {}", "A".repeat(rng.len())),
                 2 => rng.header_value(),
                 _ => format!("Basic {}", rng.header_value()),
             };
             headers.push(("Authorization".into(), token));
+        }
+        if rng.chance(15) {
+            let name = rng.pick(&["X-Original-Method", "X-Forwarded-Method"]);
+            let method = if rng.chance(50) {
+                rng.pick(&["GET", "POST", "DELETE", "OPTIONS"]).to_string()
+            } else {
+                rng.header_value()
+            };
+            headers.push((name.into(), method));
         }
         let content_type = rng.pick(&[
             "application/json",

@@ -130,7 +130,11 @@ fn providers_lists_only_configured_ones_sorted() {
     let w = world();
     let r = w.server.client().get("/auth/providers");
     r.expect(200);
-    assert_eq!(r.json(), json!({"providers": ["github", "google"]}));
+    assert_eq!(
+        r.json(),
+        json!({"providers": ["github", "google"],
+               "display_names": {"github": "GitHub", "google": "Google"}})
+    );
     assert_eq!(r.header("cache-control"), Some("no-store"));
 
     let google_only = TestServer::with(&[
@@ -139,11 +143,14 @@ fn providers_lists_only_configured_ones_sorted() {
         ("CONSOLED_GITHUB_CLIENT_ID", "id without a secret"),
     ]);
     let r = google_only.client().get("/auth/providers");
-    assert_eq!(r.json(), json!({"providers": ["google"]}));
+    assert_eq!(
+        r.json(),
+        json!({"providers": ["google"], "display_names": {"google": "Google"}})
+    );
     let none = TestServer::start();
     assert_eq!(
         none.client().get("/auth/providers").json(),
-        json!({"providers": []})
+        json!({"providers": [], "display_names": {}})
     );
 }
 

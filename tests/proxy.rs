@@ -1,10 +1,12 @@
 //! The shipped proxy examples in front of the real service: Debian's nginx runs
 //! `contrib/nginx.conf`, and Debian's HAProxy `contrib/haproxy.cfg`, as shipped (only their
-//! addresses, ports and TLS replaced here) in front of
-//! the `consoled` binary configured as `contrib/consoled.env` says, and browsers connect from
-//! their own loopback addresses (127.0.0.2, 127.0.0.3, ...). Each browser must be counted by its
-//! own address on `/auth/` (failed sign-ins) and on `/v1/events` (its share of the streams), and
-//! no header a browser sends itself (`X-Real-IP`, `X-Forwarded-For`) may choose the address.
+//! addresses, ports and TLS replaced: `common::proxies`) in front of the `consoled` binary
+//! configured as `contrib/consoled.env` says, and browsers connect from their own loopback
+//! addresses (127.0.0.2, 127.0.0.3, ...). Each browser must be counted by its own address on
+//! `/auth/` (failed sign-ins) and on `/v1/events` (its share of the streams), and no header a
+//! browser sends itself (`X-Real-IP`, `X-Forwarded-For`) may choose the address. Through
+//! nginx, the example sibling service learns who is calling from `GET /auth/check` and from no
+//! one else (issue 31).
 //!
 //! `make test` installs Debian's nginx and HAProxy first (scripts/proxy-deps.sh, as root); where
 //! one cannot be had its tests print that they are skipped. The check of nginx.conf's
@@ -12,17 +14,16 @@
 
 mod common;
 
+use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use common::browsers;
-use common::tempdir::TempDir;
+use common::proxies::{find, Proxy, NGINX_CONF};
 
-const NGINX_CONF: &str = include_str!("../contrib/nginx.conf");
 const CONSOLED_ENV: &str = include_str!("../contrib/consoled.env");
-const HAPROXY_CFG: &str = include_str!("../contrib/haproxy.cfg");
 
 /// A setting of `contrib/consoled.env`.
 fn env_setting(name: &str) -> String {
@@ -105,213 +106,6 @@ fn every_location_that_reaches_consoled_sets_the_client_address_header() {
     );
 }
 
-/// An address and free port on `ip`.
-fn free_port(ip: &str) -> u16 {
-    TcpListener::bind((ip, 0))
-        .expect("bind an ephemeral port")
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// The proxy's binary, where Debian (or a local build) puts it.
-fn find(name: &str) -> Option<PathBuf> {
-    ["/usr/sbin", "/usr/local/sbin", "/usr/bin"]
-        .iter()
-        .map(|d| Path::new(d).join(name))
-        .find(|p| p.exists())
-}
-
-/// `contrib/nginx.conf` with only its addresses, ports and TLS replaced: the upstream is the
-/// test's consoled, the listeners loopback ports, and TLS (certificates, `ssl`, `http2`) is off
-/// so the test speaks plain HTTP/1.1. Everything else is the shipped file, byte for byte.
-fn substituted_conf(upstream: SocketAddr, http: u16, https: u16, v6: Option<(u16, u16)>) -> String {
-    let mut out = String::new();
-    for line in NGINX_CONF.lines() {
-        let t = line.trim();
-        let replaced = match t {
-            "server 127.0.0.1:8080;" => Some(format!("server {upstream};")),
-            "listen 80;" => Some(format!("listen 127.0.0.1:{http};")),
-            "listen 443 ssl http2;" => Some(format!("listen 127.0.0.1:{https};")),
-            "listen [::]:80;" => {
-                Some(v6.map_or(String::new(), |p| format!("listen [::1]:{};", p.0)))
-            }
-            "listen [::]:443 ssl http2;" => {
-                Some(v6.map_or(String::new(), |p| format!("listen [::1]:{};", p.1)))
-            }
-            _ if t.starts_with("ssl_") => Some(String::new()),
-            _ => None,
-        };
-        match replaced {
-            Some(r) => out.push_str(&format!("    {r}\n")),
-            None => {
-                out.push_str(line);
-                out.push('\n');
-            }
-        }
-    }
-    for must in [
-        "server 127.0.0.1:8080;",
-        "listen 443 ssl http2;",
-        "ssl_certificate ",
-    ] {
-        assert!(!out.contains(must), "the substitution missed {must:?}");
-    }
-    out
-}
-
-/// A proxy running a substituted copy of a shipped example, in the foreground, its files in a
-/// directory of its own.
-struct Proxy {
-    child: Child,
-    dir: TempDir,
-    log: PathBuf,
-    pub addr: SocketAddr,
-}
-
-impl Proxy {
-    fn nginx(bin: &Path, upstream: SocketAddr) -> Proxy {
-        let dir = TempDir::new();
-        let (http, https) = (free_port("127.0.0.1"), free_port("127.0.0.1"));
-        let v6 = TcpListener::bind("[::1]:0")
-            .ok()
-            .map(|_| (free_port("::1"), free_port("::1")));
-        let site = dir.0.join("consoled.conf");
-        std::fs::write(&site, substituted_conf(upstream, http, https, v6)).unwrap();
-        let d = dir.0.display();
-        // The main file a Debian install has around the site file: one process in the foreground,
-        // every path in the test's directory.
-        let main = format!(
-            "daemon off;\nmaster_process off;\npid {d}/nginx.pid;\nerror_log {d}/error.log info;\n\
-             events {{ worker_connections 512; }}\n\
-             http {{\n  access_log {d}/access.log;\n  client_body_temp_path {d}/body;\n  \
-             proxy_temp_path {d}/proxy;\n  fastcgi_temp_path {d}/fastcgi;\n  \
-             uwsgi_temp_path {d}/uwsgi;\n  scgi_temp_path {d}/scgi;\n  include {};\n}}\n",
-            site.display()
-        );
-        let conf = dir.0.join("nginx.conf");
-        std::fs::write(&conf, main).unwrap();
-        let log = dir.0.join("error.log");
-        let args = |cmd: &mut Command| {
-            cmd.arg("-p")
-                .arg(&dir.0)
-                .arg("-e")
-                .arg(&log)
-                .arg("-c")
-                .arg(&conf);
-        };
-        let mut check = Command::new(bin);
-        check.arg("-t");
-        args(&mut check);
-        let mut run = Command::new(bin);
-        args(&mut run);
-        let addr = format!("127.0.0.1:{https}").parse().unwrap();
-        Proxy::start("nginx", check, run, dir, log, addr)
-    }
-
-    fn haproxy(bin: &Path, upstream: SocketAddr) -> Proxy {
-        let dir = TempDir::new();
-        let (http, https) = (free_port("127.0.0.1"), free_port("127.0.0.1"));
-        let conf = dir.0.join("haproxy.cfg");
-        std::fs::write(&conf, substituted_haproxy(upstream, http, https)).unwrap();
-        let log = dir.0.join("haproxy.log");
-        let mut check = Command::new(bin);
-        check.arg("-c").arg("-f").arg(&conf);
-        let mut run = Command::new(bin);
-        // -db: in the foreground; its own messages go to stderr, kept in the log file.
-        run.arg("-db").arg("-f").arg(&conf);
-        let addr = format!("127.0.0.1:{https}").parse().unwrap();
-        Proxy::start("haproxy", check, run, dir, log, addr)
-    }
-
-    fn start(
-        name: &str,
-        mut check: Command,
-        mut run: Command,
-        dir: TempDir,
-        log: PathBuf,
-        addr: SocketAddr,
-    ) -> Proxy {
-        let checked = check.output().expect("check the configuration");
-        assert!(
-            checked.status.success(),
-            "{name} refuses its configuration: {}{}",
-            String::from_utf8_lossy(&checked.stdout),
-            String::from_utf8_lossy(&checked.stderr)
-        );
-        let child = run
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(dir.0.join("stderr")).unwrap())
-            .spawn()
-            .expect("start the proxy");
-        // Built first, so that a failure below stops the proxy and shows its messages.
-        let mut proxy = Proxy {
-            child,
-            dir,
-            log,
-            addr,
-        };
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while TcpStream::connect(addr).is_err() {
-            let exited = proxy.child.try_wait().unwrap();
-            assert!(
-                exited.is_none() && Instant::now() < deadline,
-                "{name} did not start ({exited:?})"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        proxy
-    }
-}
-
-impl Drop for Proxy {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        if std::thread::panicking() {
-            for file in [self.log.clone(), self.dir.0.join("stderr")] {
-                let text = std::fs::read_to_string(&file).unwrap_or_default();
-                eprintln!("{}:\n{text}", file.display());
-            }
-        }
-    }
-}
-
-/// `contrib/haproxy.cfg` with only its addresses, ports and TLS replaced: the consoled server
-/// line, the two `bind` lines, and the redirect to https (without TLS it would send everything
-/// away).
-fn substituted_haproxy(upstream: SocketAddr, http: u16, https: u16) -> String {
-    let mut out = String::new();
-    for line in HAPROXY_CFG.lines() {
-        let t = line.trim();
-        let replaced = if t.starts_with("server consoled1 127.0.0.1:8080 ") {
-            Some(t.replace("127.0.0.1:8080", &upstream.to_string()))
-        } else if t == "bind :80" {
-            Some(format!("bind 127.0.0.1:{http}"))
-        } else if t.starts_with("bind :443 ssl ") {
-            Some(format!("bind 127.0.0.1:{https}"))
-        } else if t.starts_with("http-request redirect scheme https ") || t.starts_with("ssl-") {
-            Some(String::new())
-        } else if t.starts_with("log /dev/log") {
-            // No syslog socket in a test: no log lines, the proxy otherwise as shipped.
-            Some(String::new())
-        } else {
-            None
-        };
-        match replaced {
-            Some(r) => out.push_str(&format!("    {r}\n")),
-            None => {
-                out.push_str(line);
-                out.push('\n');
-            }
-        }
-    }
-    for must in ["127.0.0.1:8080 ", "bind :443", "redirect scheme https"] {
-        assert!(!out.contains(must), "the substitution missed {must:?}");
-    }
-    out
-}
-
 /// Starts consoled with the client-address settings of `contrib/consoled.env` (the header
 /// given) and the scenario's limits, then the proxy in front, then runs the scenario with
 /// browsers at `{net}.2` to `{net}.5`.
@@ -337,6 +131,13 @@ fn counted_by_own_address(
     let server = common::binary::Spawned::start(env!("CARGO_BIN_EXE_consoled"), &settings);
     let proxy = start(&bin, server.addr);
     browsers::each_browser_is_counted_by_its_own_address(server.addr, proxy.addr, net);
+    // What the counters say stays internal: the proxy never forwards /metrics to consoled.
+    let r = common::raw_request(proxy.addr, "GET", "/metrics", &[], b"");
+    let body = String::from_utf8_lossy(&r.body);
+    assert!(
+        !body.contains("consoled_"),
+        "{proxy_name} forwarded /metrics"
+    );
 }
 
 /// As `contrib/consoled.env` ships it: `X-Real-IP`.
@@ -362,3 +163,183 @@ fn behind_the_shipped_haproxy_each_browser_is_counted_by_its_own_address() {
 fn behind_the_shipped_haproxy_with_x_forwarded_for_each_browser_is_counted_too() {
     counted_by_own_address("haproxy", Proxy::haproxy, "X-Forwarded-For", "127.0.3");
 }
+
+/// A request as the stand-in service saw it: its method and `X-Consoled-*` headers.
+type Seen = (String, Vec<(String, String)>);
+
+/// A stand-in for one of the console's other services, on loopback: answers every request 200
+/// and keeps the method and the `X-Consoled-*` headers of each.
+struct StandIn {
+    addr: SocketAddr,
+    seen: Arc<Mutex<Vec<Seen>>>,
+}
+
+impl StandIn {
+    fn start() -> StandIn {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let kept = seen.clone();
+        std::thread::spawn(move || {
+            for conn in listener.incoming().flatten() {
+                let kept = kept.clone();
+                std::thread::spawn(move || StandIn::answer(conn, &kept));
+            }
+        });
+        StandIn { addr, seen }
+    }
+
+    fn answer(conn: TcpStream, kept: &Mutex<Vec<Seen>>) {
+        let mut reader = BufReader::new(conn.try_clone().unwrap());
+        let mut line = String::new();
+        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+            return;
+        }
+        let method = line.split(' ').next().unwrap_or("").to_string();
+        let (mut headers, mut length) = (Vec::new(), 0);
+        loop {
+            let mut l = String::new();
+            reader.read_line(&mut l).unwrap();
+            let Some((name, value)) = l.trim_end().split_once(':') else {
+                break;
+            };
+            let (name, value) = (name.trim().to_ascii_lowercase(), value.trim().to_string());
+            if name == "content-length" {
+                length = value.parse().unwrap();
+            }
+            if name.starts_with("x-consoled-") {
+                headers.push((name, value));
+            }
+        }
+        let mut body = vec![0; length];
+        reader.read_exact(&mut body).unwrap();
+        kept.lock().unwrap().push((method, headers));
+        let answer = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok";
+        let _ = (&conn).write_all(answer.as_bytes());
+    }
+
+    fn count(&self) -> usize {
+        self.seen.lock().unwrap().len()
+    }
+
+    /// The method and the `X-Consoled-*` headers of the latest request.
+    fn last(&self) -> Seen {
+        self.seen
+            .lock()
+            .unwrap()
+            .last()
+            .cloned()
+            .expect("a request")
+    }
+}
+
+fn named<'a>(headers: &'a [(String, String)], name: &str) -> Option<&'a str> {
+    headers
+        .iter()
+        .find(|(n, _)| n == name)
+        .map(|(_, v)| v.as_str())
+}
+
+/// Issue 31, item 3: behind the shipped nginx, the example sibling service receives who is
+/// calling from consoled's check, never a client's own `X-Consoled-*` header; a request without
+/// a live credential, or a POST that fails the CSRF rules, never reaches it; a session ended
+/// stops passing within a second.
+#[test]
+fn behind_the_shipped_nginx_a_sibling_service_learns_who_is_calling_and_nothing_else() {
+    let Some(bin) = find("nginx") else {
+        println!("SKIPPED: nginx is not installed (as root, `make test` installs Debian's nginx)");
+        return;
+    };
+    let server = common::TestServer::with(&[("CONSOLED_CLIENT_IP_HEADER", "X-Real-IP")]);
+    let sibling = StandIn::start();
+    let proxy = Proxy::nginx_with(&bin, server.addr, Some(sibling.addr));
+    let mut c = server.client();
+    let (email, state) = c.signup();
+    let user = state["user"]["id"].as_i64().unwrap().to_string();
+    let session = format!("svc_session={}", c.cookies["svc_session"]);
+    let via = |method: &str, headers: &[(&str, &str)]| {
+        let mut all: Vec<(String, String)> = FORGED
+            .iter()
+            .chain(headers)
+            .map(|(n, v)| (n.to_string(), v.to_string()))
+            .collect();
+        all.push(("Content-Type".into(), "application/json".into()));
+        let body: &[u8] = if method == "GET" { b"" } else { b"{}" };
+        common::raw_request(proxy.addr, method, "/api/servers/42", &all, body)
+    };
+
+    // No credential: refused, and the service never hears of it.
+    assert_eq!(via("GET", &[]).status, 401);
+    assert_eq!(sibling.count(), 0);
+    // A session: its identity arrives, the forged headers do not.
+    assert_eq!(via("GET", &[("Cookie", &session)]).status, 200);
+    let (method, seen) = sibling.last();
+    assert_eq!(method, "GET");
+    assert_eq!(named(&seen, "x-consoled-user"), Some(user.as_str()));
+    assert_eq!(named(&seen, "x-consoled-email"), Some(email.as_str()));
+    assert_eq!(named(&seen, "x-consoled-auth"), Some("session"));
+    assert!(named(&seen, "x-consoled-auth-time").is_some_and(|t| t != "9999999999"));
+    let org = state["organizations"][0]["id"].as_i64().unwrap();
+    assert_eq!(
+        named(&seen, "x-consoled-orgs"),
+        Some(format!("{org}:owner").as_str())
+    );
+    for absent in ["x-consoled-token", "x-consoled-project", "x-consoled-scope"] {
+        assert_eq!(
+            named(&seen, absent),
+            None,
+            "{absent} reached the service: {seen:?}"
+        );
+    }
+    assert_eq!(
+        seen.iter().filter(|(n, _)| n == "x-consoled-user").count(),
+        1
+    );
+
+    // A POST is CSRF-checked by consoled: refused without the pair, through with it.
+    let n = sibling.count();
+    assert_eq!(via("POST", &[("Cookie", &session)]).status, 403);
+    assert_eq!(sibling.count(), n);
+    let csrf = c.csrf();
+    let pair = format!("{session}; svc_csrf={csrf}");
+    let r = via("POST", &[("Cookie", &pair), ("X-CSRF-Token", &csrf)]);
+    assert_eq!(r.status, 200);
+    assert_eq!(sibling.last().0, "POST");
+
+    // An API token: its project and scope, no session.
+    let project = common::project_of(&state);
+    let made = c.post(
+        &format!("/v1/projects/{project}/tokens"),
+        &serde_json::json!({"name": "svc", "scope": "read"}),
+    );
+    let bearer = format!("Bearer {}", made.json()["token"].as_str().unwrap());
+    assert_eq!(via("GET", &[("Authorization", &bearer)]).status, 200);
+    let (_, seen) = sibling.last();
+    assert_eq!(named(&seen, "x-consoled-auth"), Some("token"));
+    assert_eq!(
+        named(&seen, "x-consoled-project"),
+        Some(project.to_string().as_str())
+    );
+    assert_eq!(named(&seen, "x-consoled-scope"), Some("read"));
+    assert_eq!(named(&seen, "x-consoled-session"), None);
+    assert_eq!(named(&seen, "x-consoled-orgs"), None);
+
+    // A session ended: refused through nginx within a second.
+    let ended = std::time::Instant::now();
+    c.post_empty("/auth/logout").expect(204);
+    while via("GET", &[("Cookie", &session)]).status != 401 {
+        assert!(ended.elapsed() < Duration::from_secs(1), "still passing");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// What a client sends to pass for someone else (ids no test database reaches).
+const FORGED: [(&str, &str); 7] = [
+    ("X-Consoled-User", "987654321"),
+    ("X-Consoled-Email", "forged@example.com"),
+    ("X-Consoled-Token", "987654321"),
+    ("X-Consoled-Project", "987654321"),
+    ("X-Consoled-Scope", "read_write"),
+    ("X-Consoled-Orgs", "987654321:owner"),
+    ("X-Consoled-Auth-Time", "9999999999"),
+];

@@ -67,7 +67,7 @@ fn the_readme_curl_session_runs_as_written() {
         org.parse::<i64>().is_ok() && project.parse::<i64>().is_ok(),
         "{ids}"
     );
-    assert!(rest.contains("token csd_"), "{ids}");
+    assert!(rest.contains("token csdt_"), "{ids}");
 
     // The stream: ready first, then the emitted change with the token's project.
     let ready = stdout.find("event: ready\ndata: {}").expect("ready");

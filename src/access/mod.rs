@@ -14,7 +14,7 @@ use crate::db::orgs::{self, Project};
 use crate::db::Sql;
 use crate::error::{ApiError, ApiResult, Code};
 
-pub use rules::{decide, Action, Refusal};
+pub use rules::{admits, decide, Action, Refusal};
 
 /// A member's role, weakest first: each role may do what the ones before it may.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]

@@ -21,15 +21,17 @@ pub enum Action {
     Rename,
     /// Invite, cancel invitations, change roles below owner, remove members who are not owners.
     ManageMembers,
-    /// Make or unmake owners, remove an owner.
+    /// Make or unmake owners, remove an owner, invite an owner.
     ManageOwners,
+    /// Leave the organization (one's own membership): any role, whatever the status.
+    Leave,
 }
 
 impl Action {
     /// The weakest role that may take the action.
     pub fn needs(self) -> Role {
         match self {
-            Action::Read => Role::Viewer,
+            Action::Read | Action::Leave => Role::Viewer,
             Action::ReadTokens | Action::ManageTokens => Role::Member,
             Action::ManageProjects | Action::Rename | Action::ManageMembers => Role::Admin,
             Action::ManageOwners => Role::Owner,
@@ -37,7 +39,30 @@ impl Action {
     }
 
     fn is_membership(self) -> bool {
-        matches!(self, Action::ManageMembers | Action::ManageOwners)
+        matches!(
+            self,
+            Action::ManageMembers | Action::ManageOwners | Action::Leave
+        )
+    }
+
+    /// Whether a suspended or closed organization allows it: reading it, and leaving it.
+    fn allowed_when_inactive(self) -> bool {
+        matches!(self, Action::Read | Action::Leave)
+    }
+
+    /// What changing a member's role from `from` to `to` is: owners alone make or unmake
+    /// owners; below owner, it is managing members.
+    pub fn role_change(from: Role, to: Role) -> Action {
+        if from == Role::Owner || to == Role::Owner {
+            Action::ManageOwners
+        } else {
+            Action::ManageMembers
+        }
+    }
+
+    /// What removing a member of `role` (not oneself) is: an owner only by an owner.
+    pub fn removal(role: Role) -> Action {
+        Action::role_change(role, Role::Viewer)
     }
 }
 
@@ -80,7 +105,7 @@ impl Refusal {
 /// Whether a member with `role` in an organization of `status` (personal or not) may take
 /// `action`.
 pub fn decide(role: Role, status: Status, personal: bool, action: Action) -> Result<(), Refusal> {
-    if status != Status::Active && action != Action::Read {
+    if status != Status::Active && !action.allowed_when_inactive() {
         return Err(Refusal::Status(status));
     }
     if personal && action.is_membership() {
@@ -90,6 +115,18 @@ pub fn decide(role: Role, status: Status, personal: bool, action: Action) -> Res
         return Err(Refusal::Role {
             needs: action.needs(),
         });
+    }
+    Ok(())
+}
+
+/// Whether an organization of `status` (personal or not) takes a new member through an accepted
+/// invitation: only an active team.
+pub fn admits(status: Status, personal: bool) -> Result<(), Refusal> {
+    if status != Status::Active {
+        return Err(Refusal::Status(status));
+    }
+    if personal {
+        return Err(Refusal::Personal);
     }
     Ok(())
 }
@@ -111,6 +148,7 @@ mod tests {
             (Rename, "..xx"),
             (ManageMembers, "..xx"),
             (ManageOwners, "...x"),
+            (Leave, "xxxx"),
         ];
         for (action, expected) in table {
             let got: String = Role::ALL
@@ -125,15 +163,17 @@ mod tests {
     }
 
     #[test]
-    fn an_inactive_organization_is_only_read() {
+    fn an_inactive_organization_is_only_read_and_left() {
         for status in [Status::Suspended, Status::Closed] {
             assert_eq!(decide(Role::Owner, status, false, Read), Ok(()));
+            assert_eq!(decide(Role::Viewer, status, false, Leave), Ok(()));
             for action in [
                 ReadTokens,
                 ManageTokens,
                 ManageProjects,
                 Rename,
                 ManageMembers,
+                ManageOwners,
             ] {
                 assert_eq!(
                     decide(Role::Owner, status, false, action),
@@ -144,15 +184,51 @@ mod tests {
     }
 
     #[test]
-    fn a_personal_organization_takes_no_members() {
-        assert_eq!(
-            decide(Role::Owner, Status::Active, true, ManageMembers),
-            Err(Refusal::Personal)
-        );
+    fn a_personal_organization_takes_no_members_and_cannot_be_left() {
+        for action in [ManageMembers, ManageOwners, Leave] {
+            assert_eq!(
+                decide(Role::Owner, Status::Active, true, action),
+                Err(Refusal::Personal)
+            );
+        }
         assert_eq!(
             decide(Role::Owner, Status::Active, true, ManageProjects),
             Ok(())
         );
+    }
+
+    #[test]
+    fn only_an_active_team_takes_new_members() {
+        assert_eq!(admits(Status::Active, false), Ok(()));
+        assert_eq!(admits(Status::Active, true), Err(Refusal::Personal));
+        for status in [Status::Suspended, Status::Closed] {
+            assert_eq!(admits(status, false), Err(Refusal::Status(status)));
+        }
+    }
+
+    /// Each (from, to) role change: `O` needs an owner, `A` an admin.
+    #[test]
+    fn only_owners_make_or_unmake_owners() {
+        let table = [
+            //            to: viewer member admin owner
+            (Role::Viewer, "AAAO"),
+            (Role::Member, "AAAO"),
+            (Role::Admin, "AAAO"),
+            (Role::Owner, "OOOO"),
+        ];
+        for (from, expected) in table {
+            let got: String = Role::ALL
+                .iter()
+                .map(|&to| match Action::role_change(from, to) {
+                    ManageOwners => 'O',
+                    ManageMembers => 'A',
+                    other => panic!("{other:?}"),
+                })
+                .collect();
+            assert_eq!(got, expected, "from {from:?}");
+        }
+        assert_eq!(Action::removal(Role::Owner), ManageOwners);
+        assert_eq!(Action::removal(Role::Admin), ManageMembers);
     }
 
     #[test]

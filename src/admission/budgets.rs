@@ -4,7 +4,9 @@
 //! The rules (kinds, limits, windows, settings) are the table in `crate::limits`, which the
 //! configuration and the README read too; the events are counted in PostgreSQL by `db::rate`
 //! (rows in `rate_events`, shared by every instance). Counting an event is not a decision and
-//! stays with the callers (`db::rate::record*`); whether a budget has room is asked here, by
+//! stays with the callers (`db::rate::record*`), except where the attempt must not be made
+//! without a place (`take`, `take_all`: a password check); whether a budget has room is asked
+//! here, by
 //! sign-in, re-authentication, password change, sign-up, second factor, verification mail,
 //! password-reset mail and provider sign-in start.
 
@@ -51,6 +53,18 @@ impl<'a> Budgets<'a> {
         }
     }
 
+    /// Takes a place in every one of `buckets`, all or none, before the attempt they count is
+    /// made (a password verified): however many attempts run at once, on however many
+    /// instances, no more are made than the budgets allow. The `Claim` gives the places back
+    /// when the attempt did not fail. One round trip, outside a transaction.
+    pub fn take_all(&self, c: &mut impl Sql, buckets: &[Bucket]) -> Result<Claim, BudgetError> {
+        let claim = Claim(i64::from_ne_bytes(crate::crypto::random_bytes::<8>()));
+        match rate::take_all(c, self.limits, buckets, claim.0)? {
+            None => Ok(claim),
+            Some((index, wait)) => Err(spent(index, wait, &buckets[index])),
+        }
+    }
+
     /// Locks each of `buckets` (until the transaction ends) and refuses while any is spent,
     /// for the longest wait; counts nothing.
     pub fn check_locked(&self, tx: &mut impl Sql, buckets: &[Bucket]) -> Result<(), BudgetError> {
@@ -85,6 +99,19 @@ impl<'a> Budgets<'a> {
     }
 }
 
+/// The places one attempt took (`Budgets::take_all`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[must_use = "an attempt that did not fail gives its places back"]
+pub struct Claim(i64);
+
+impl Claim {
+    /// Gives back the places taken in `buckets` (the same as were taken): the attempt did not
+    /// fail (a right password), or was not made (refused before it).
+    pub fn give_back(self, c: &mut impl Sql, buckets: &[Bucket]) -> Result<(), postgres::Error> {
+        rate::give_back(c, buckets, self.0)
+    }
+}
+
 fn spent(index: usize, wait: u64, bucket: &Bucket) -> BudgetError {
     BudgetError::Spent(Spent {
         index,
@@ -114,6 +141,10 @@ fn refusal(kind: Kind, wait: u64) -> Refusal {
         Kind::EmailChangesPerUser => {
             Some("Too many address changes were asked for today; try again tomorrow.")
         }
+        Kind::InvitationsPerOrg => {
+            Some("This organization has sent many invitations recently; try again later.")
+        }
+        Kind::OrgsPerUser => Some("You created many organizations recently; try again later."),
         // Provider sign-in starts get the generic message; a reset mail past its cap is
         // dropped silently, never refused.
         Kind::OAuthStartsPerClient

@@ -35,27 +35,45 @@ fn cookie(app: &App, session: Option<&str>) -> String {
     .render()
 }
 
-/// Re-issues the CSRF cookie whenever a response sets or clears the session cookie (sign-up,
-/// login, second factor, provider sign-in, logout, reset...): the new token is bound to the new
-/// session, or to none when it is cleared. One place, so no flow that changes the session can
-/// forget it.
-pub fn follow_session(app: &App, reply: Reply) -> Reply {
-    let Reply::Response(mut response) = reply else {
-        return reply;
-    };
-    let prefix = format!("{}=", super::SESSION_COOKIE);
-    let set = response
-        .headers
-        .iter()
-        .rev()
-        .filter(|(name, _)| name.eq_ignore_ascii_case("set-cookie"))
-        .find_map(|(_, value)| value.strip_prefix(&prefix))
-        .map(|rest| rest.split(';').next().unwrap_or("").to_string());
-    if let Some(token) = set {
-        let session = Some(token.as_str()).filter(|t| super::is_token_shaped(t));
-        response
-            .headers
-            .push(("Set-Cookie".into(), cookie(app, session)));
+/// Re-issues the CSRF cookie whenever an answer sets or clears the session cookie (sign-up,
+/// login, second factor, provider sign-in, logout, reset, and the refusals that end a session:
+/// the fifth wrong code, a logout answered 401): the new token is bound to the new session, or to
+/// none when it is cleared. One place, for answers and refusals alike, so no flow that changes
+/// the session can forget it.
+pub fn follow_session(app: &App, result: ApiResult<Reply>) -> ApiResult<Reply> {
+    match result {
+        Ok(Reply::Response(mut response)) => {
+            let set = response
+                .headers
+                .iter()
+                .filter(|(name, _)| name.eq_ignore_ascii_case("set-cookie"))
+                .map(|(_, value)| value.as_str());
+            if let Some(cookie) = reissued(app, set) {
+                response.headers.push(("Set-Cookie".into(), cookie));
+            }
+            Ok(Reply::Response(response))
+        }
+        Err(mut e) => {
+            if let Some(cookie) = reissued(app, e.more.set_cookies.iter().map(String::as_str)) {
+                e.more.set_cookies.push(cookie);
+            }
+            Err(e)
+        }
+        stream => stream,
     }
-    Reply::Response(response)
+}
+
+/// The new CSRF cookie when the last of `set_cookies` that names the session cookie sets or
+/// clears it.
+fn reissued<'a>(
+    app: &App,
+    set_cookies: impl DoubleEndedIterator<Item = &'a str>,
+) -> Option<String> {
+    let prefix = format!("{}=", super::SESSION_COOKIE);
+    let token = set_cookies
+        .rev()
+        .find_map(|value| value.strip_prefix(&prefix))
+        .map(|rest| rest.split(';').next().unwrap_or(""))?;
+    let session = Some(token).filter(|t| super::is_token_shaped(t));
+    Some(cookie(app, session))
 }

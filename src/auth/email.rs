@@ -123,7 +123,8 @@ pub fn forgot(app: &App, req: &Request) -> ApiResult<Reply> {
 }
 
 /// `POST /auth/password/reset {token, password}`: replaces the password, marks the address
-/// verified and ends every session of the user. It never signs anyone in.
+/// verified (removing what a stranger may have enrolled before: `take_over_address`) and ends
+/// every session of the user. It never signs anyone in.
 pub fn reset(app: &App, req: &Request) -> ApiResult<Reply> {
     let fields = Fields::parse(&req.body)?;
     let token = token_field(&fields)?;
@@ -157,7 +158,7 @@ pub fn reset(app: &App, req: &Request) -> ApiResult<Reply> {
         mail_tokens::consume(&mut tx, token, Purpose::PasswordReset)?.ok_or_else(invalid_token)?;
     let user_id = owner(&mut tx, &live)?;
     users::set_password(&mut tx, user_id, &hash)?;
-    super::prove_address(&mut tx, user_id, None)?;
+    super::take_over_address(&mut tx, user_id, None)?;
     mail_tokens::void_unused(&mut tx, user_id, Purpose::PasswordReset)?;
     // Deleting the sessions also ends their event streams (trigger).
     let ended = sessions::delete_for_user(&mut tx, user_id, None)?;

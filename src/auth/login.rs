@@ -1,197 +1,177 @@
 //! `POST /auth/login`, `POST /auth/logout` and `GET /auth/session`.
 
-use super::Event;
-use crate::admission::{BudgetError, Budgets};
+use super::{attempt, device, Event};
+use crate::admission::Claim;
 use crate::app::{App, Reply};
 use crate::db::{self, devices, rate, sessions, users};
 use crate::error::{ApiError, ApiResult, Code};
+use crate::hashing::Verdict;
 use crate::http::client::Client;
-use crate::http::cookies::SetCookie;
 use crate::http::json::{Email, Fields};
 use crate::http::{Request, Response};
-use crate::limits::{self, Bucket, Kind};
+use crate::limits::{self, Kind};
 
-/// The device cookie: issued on every successful sign-in, bound to that account.
-pub const DEVICE_COOKIE: &str = "svc_device";
-
-/// The screen of `POST /auth/login` (steps 1 and 3's first look below, from memory, on the
-/// connection's thread): a flood from an address already over its budget is refused without a
-/// worker, a query or a hash.
+/// The screen of `POST /auth/login` (step 1 below, from memory, on the connection's thread,
+/// before the body is read): a flood from an address already over its budget is refused without
+/// a worker, a query or a hash, unless it carries a device cookie we minted (whose account the
+/// handler checks before any query).
 pub fn screen(app: &App, req: &Request) -> ApiResult<()> {
     let client = req.client(&app.config.client_source);
-    if presented_device(req).is_none() {
+    if device::ours(app, req).is_none() {
         if let Some(wait) = app.signin_blocks.check(client) {
-            return Err(refused(app, wait));
+            return Err(attempt::refused(app, wait));
         }
     }
     app.hasher.check(client)
 }
 
-fn presented_device(req: &Request) -> Option<String> {
-    req.cookie(DEVICE_COOKIE)
-        .filter(|t| super::is_token_shaped(t))
+/// How a sign-in's password check is counted before it is made.
+enum Counted {
+    /// On the live device cookie of the account, under its own small budget.
+    Device(String),
+    /// In the failed-sign-in buckets of (account, client address).
+    Budgets(Claim),
 }
 
-/// `POST /auth/login`. Order matters: every refusal by a limit comes before the hash and before
-/// any write, and costs no log line.
+/// `POST /auth/login`. Order matters: every refusal by a limit comes before the hash, and costs
+/// no log line.
 ///
-/// 1. Without a device cookie, an address remembered as over its failed-sign-in budget is
-///    refused from memory (`admission::Blocks`).
-/// 2. A device cookie that is live, of this account and under its own failure budget lets the
-///    sign-in past the address's and the account's limits (OWASP's device cookies: guessing
-///    cannot lock the owner's browser out). Otherwise the three failed-sign-in buckets
-///    (per address, per account and address, per account) are looked at.
-/// 3. The hash admission is asked first (cheaply, before the database: `Hasher::check`), then
-///    the password is verified through the fair hash admission, keyed by the client address.
-/// 4. A failure is counted on the cookie (trusted device) or on the three buckets; a success
-///    renews or issues the device cookie.
+/// 1. Without a device cookie minted for this account, an address remembered as over its
+///    failed-sign-in budget is refused from memory (`admission::Blocks`).
+/// 2. The hash admission is asked (cheaply, before the database: `Hasher::check`).
+/// 3. The check is counted before it is made: on a live device cookie of this account under its
+///    own failure budget (OWASP's device cookies: guessing cannot lock the owner's browser out),
+///    else in the three failed-sign-in buckets (`attempt`); 429 when there is no place.
+/// 4. The password is verified through the fair hash admission, keyed by the client address.
+/// 5. A failure stays counted; a success gives the places back and renews or issues the device
+///    cookie.
 pub fn post(app: &App, req: &Request) -> ApiResult<Reply> {
     let fields = Fields::parse(&req.body)?;
     let email = Email::parse(fields.string("email")?)?;
+    super::oauth::policy::password_signin_allowed(app, req, &email)?;
     let password = fields.string("password")?;
     if password.chars().count() > 1024 {
         return Err(ApiError::invalid("password", "at most 1024 characters"));
     }
     let client = req.client(&app.config.client_source);
-    let device = presented_device(req);
+    let device = device::for_account(app, req, &email);
     if device.is_none() {
         if let Some(wait) = app.signin_blocks.check(client) {
-            return Err(refused(app, wait));
+            return Err(attempt::refused(app, wait));
         }
     }
     app.hasher.check(client)?;
-    let limits = &app.config.limits;
-    let (user, trusted) = {
-        let mut c = db::conn(&app.pool)?;
-        // Without a device cookie the limits come first: a refusal costs one query.
-        if device.is_none() {
-            check_limits(app, &mut *c, &email, client)?;
-        }
-        let user = users::find_by_email(&mut *c, &email)?;
-        let trusted = match (&device, &user) {
-            (Some(token), Some(user)) => devices::valid(
-                &mut *c,
-                token,
-                user.id,
-                limits.limit(Kind::DeviceCookieFailures),
-            )?,
-            _ => false,
-        };
-        if device.is_some() && !trusted {
-            check_limits(app, &mut *c, &email, client)?;
-        }
-        (user, trusted)
-    };
+    let (user, counted) = count(app, &email, client, device)?;
     // Unknown address or no password: the same hash work, then the same answer.
     let stored = user.as_ref().and_then(|u| u.password_hash.as_deref());
-    let ok = app.hasher.verify(client, password, stored)?;
+    let verdict = match app.hasher.verify(client, password, stored) {
+        Ok(verdict) => verdict,
+        Err(e) => {
+            give_back(app, counted, &email, client)?;
+            return Err(e);
+        }
+    };
+    match user {
+        Some(user) if verdict.is_right() => {
+            let renewed = renewed_hash(app, client, verdict, password);
+            succeed(app, req, (&email, client), user, counted, renewed)
+        }
+        user => Err(failed(app, req, user.map(|u| u.id), &counted)),
+    }
+}
 
+/// Step 3: the account, and how its check is counted.
+fn count(
+    app: &App,
+    email: &Email,
+    client: Client,
+    device: Option<String>,
+) -> ApiResult<(Option<users::User>, Counted)> {
+    let mut c = db::conn(&app.pool)?;
+    let Some(token) = device else {
+        // The budgets first: a refusal costs one statement.
+        let claim = attempt::take(app, &mut *c, email, client)?;
+        return Ok((
+            users::find_by_email(&mut *c, email)?,
+            Counted::Budgets(claim),
+        ));
+    };
+    let user = users::find_by_email(&mut *c, email)?;
+    if let Some(u) = &user {
+        let budget = app.config.limits.limit(Kind::DeviceCookieFailures);
+        if devices::take(&mut *c, &token, u.id, budget)? {
+            return Ok((user, Counted::Device(token)));
+        }
+    }
+    let claim = attempt::take(app, &mut *c, email, client)?;
+    Ok((user, Counted::Budgets(claim)))
+}
+
+/// A check that was counted but not made (the hash queue refused it).
+fn give_back(app: &App, counted: Counted, email: &Email, client: Client) -> ApiResult<()> {
+    let mut c = db::conn(&app.pool)?;
+    match counted {
+        Counted::Device(token) => devices::give_back(&mut *c, &token)?,
+        Counted::Budgets(claim) => attempt::give_back(&mut *c, claim, email, client)?,
+    }
+    Ok(())
+}
+
+/// A right password whose stored hash is of the form as typed (made before passwords were
+/// normalised): the normalised form's hash, to store in its place. Best effort: when the hash
+/// queue has no place now, the next sign-in tries again.
+fn renewed_hash(app: &App, client: Client, verdict: Verdict, typed: &str) -> Option<String> {
+    if verdict != Verdict::RightAsTyped {
+        return None;
+    }
+    app.hasher.hash(client, typed).ok()
+}
+
+/// Step 5 for a right password: the places back, the device cookie, the session.
+fn succeed(
+    app: &App,
+    req: &Request,
+    (email, client): (&Email, Client),
+    user: users::User,
+    counted: Counted,
+    renewed: Option<String>,
+) -> ApiResult<Reply> {
     let mut c = db::conn(&app.pool)?;
     let mut tx = c.transaction()?;
-    let user = match (user, &device) {
-        (Some(user), _) if ok => user,
-        (user, Some(token)) if trusted => {
-            devices::failed(&mut tx, token)?;
-            tx.commit()?;
-            let id = user.map(|u| u.id);
-            super::audit(
-                app,
-                req,
-                Event::SigninFailed,
-                id,
-                &[("trusted_device", true.into())],
-            );
-            return Err(ApiError::new(Code::InvalidCredentials));
-        }
-        (user, _) => {
-            rate::record_all(&mut tx, &failure_buckets(&email, client))?;
-            tx.commit()?;
-            // An unknown address has no user id; the address itself is not logged.
-            let reason = if user.is_some() {
-                "wrong_password"
-            } else {
-                "unknown_account"
-            };
-            let id = user.map(|u| u.id);
-            super::audit(
-                app,
-                req,
-                Event::SigninFailed,
-                id,
-                &[("reason", reason.into())],
-            );
-            return Err(ApiError::new(Code::InvalidCredentials));
-        }
-    };
-    let lifetime = device_lifetime();
-    let token = match device {
-        Some(token) if trusted => {
-            devices::succeeded(&mut tx, &token, lifetime)?;
+    let token = match counted {
+        Counted::Device(token) => {
+            // Its failures are forgiven, the counted one included.
+            devices::succeeded(&mut tx, &token, device::lifetime())?;
             token
         }
-        _ => devices::create(&mut tx, user.id, lifetime)?,
+        Counted::Budgets(claim) => {
+            attempt::give_back(&mut tx, claim, email, client)?;
+            let token = device::mint(app, email);
+            devices::create(&mut tx, &token, user.id, device::lifetime())?;
+            token
+        }
     };
+    if let Some(hash) = renewed {
+        users::replace_password(&mut tx, user.id, user.password_hash.as_deref(), &hash)?;
+    }
     let response = super::start_session(app, req, &mut tx, 200, &user, user.mfa_enabled)?
-        .header("Set-Cookie", device_cookie(app, &token));
+        .header("Set-Cookie", device::set_cookie(app, &token));
     tx.commit()?;
     let pending = ("mfa_pending", user.mfa_enabled.into());
     super::audit(app, req, Event::SigninSucceeded, Some(user.id), &[pending]);
     Ok(response.into())
 }
 
-/// The failed-password buckets of a sign-in; every other check of a password (re-authentication)
-/// counts into the same ones.
-pub(super) fn failure_buckets(email: &Email, client: Client) -> [Bucket<'_>; 3] {
-    [
-        Bucket::LoginClient(client),
-        Bucket::LoginAccountClient(email, client),
-        Bucket::LoginAccount(email),
-    ]
-}
-
-/// 429 when any failed-sign-in bucket is full; an address over its own budget is remembered.
-pub(super) fn check_limits(
-    app: &App,
-    c: &mut impl crate::db::Sql,
-    email: &Email,
-    client: Client,
-) -> ApiResult<()> {
-    let buckets = failure_buckets(email, client);
-    match Budgets::new(&app.config.limits).check(c, &buckets) {
-        Err(BudgetError::Spent(spent)) => {
-            if let Bucket::LoginClient(_) = buckets[spent.index] {
-                app.signin_blocks.block(client, spent.wait);
-            }
-            Err(refused(app, spent.wait))
-        }
-        other => Ok(other?),
-    }
-}
-
-/// A refusal by a failed-sign-in limit: counted in /metrics, never logged.
-fn refused(app: &App, wait: u64) -> ApiError {
-    app.metrics
-        .signins_refused
-        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    Budgets::refusal(Kind::LoginFailuresPerClient, wait).into()
-}
-
-fn device_lifetime() -> std::time::Duration {
-    Kind::DeviceCookieFailures.rule().window
-}
-
-/// Sent only to the login endpoint; the browser keeps it across sign-outs.
-fn device_cookie(app: &App, token: &str) -> String {
-    SetCookie {
-        name: DEVICE_COOKIE,
-        value: token,
-        http_only: true,
-        same_site: "Strict",
-        secure: app.config.cookie_secure,
-        path: "/auth/login",
-        max_age: Some(device_lifetime().as_secs()),
-    }
-    .render()
+/// Step 5 for a wrong password (or an unknown address): already counted; the answer.
+fn failed(app: &App, req: &Request, user_id: Option<i64>, counted: &Counted) -> ApiError {
+    let fields: &[(&str, log::kv::Value)] = match (counted, user_id) {
+        (Counted::Device(_), _) => &[("trusted_device", true.into())],
+        // An unknown address has no user id; the address itself is not logged.
+        (Counted::Budgets(_), Some(_)) => &[("reason", "wrong_password".into())],
+        (Counted::Budgets(_), None) => &[("reason", "unknown_account".into())],
+    };
+    super::audit(app, req, Event::SigninFailed, user_id, fields);
+    ApiError::new(Code::InvalidCredentials)
 }
 
 /// Forgets the failed sign-ins of an address, from every client (after a password reset).

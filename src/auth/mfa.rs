@@ -148,10 +148,12 @@ pub fn enable(app: &App, req: &Request) -> ApiResult<Reply> {
         return Err(wrong_code(app, req, tx, session.user_id));
     }
     let codes = issue_recovery_codes(&mut tx, session.user_id)?;
-    notify_and_end_other_sessions(&mut tx, &session, "mfa_enabled")?;
+    let cookie = notify_and_end_other_sessions(app, &mut tx, &session, "mfa_enabled")?;
     tx.commit()?;
     super::audit(app, req, Event::MfaEnabled, Some(session.user_id), &[]);
-    Ok(Response::json(200, &json!({ "recovery_codes": codes })).into())
+    Ok(Response::json(200, &json!({ "recovery_codes": codes }))
+        .header("Set-Cookie", cookie)
+        .into())
 }
 
 /// `POST /auth/mfa/totp/disable {code}` (TOTP or recovery code).
@@ -159,8 +161,8 @@ pub fn disable(app: &App, req: &Request) -> ApiResult<Reply> {
     let (reply, user_id) = with_enabled_factor(app, req, |tx, session| {
         totp::disable(tx, session.user_id)?;
         recovery_codes::delete_for_user(tx, session.user_id)?;
-        notify_and_end_other_sessions(tx, session, "mfa_disabled")?;
-        Ok(Response::empty(204).into())
+        let cookie = notify_and_end_other_sessions(app, tx, session, "mfa_disabled")?;
+        Ok(Response::empty(204).header("Set-Cookie", cookie).into())
     })?;
     super::audit(app, req, Event::MfaDisabled, Some(user_id), &[]);
     Ok(reply)
@@ -300,17 +302,19 @@ fn group(code: &str) -> String {
         .join("-")
 }
 
-/// The notification mail and the end of every other session of the user, in `tx`.
+/// The notification mail and the end of every other session of the user, in `tx`; this session
+/// gets a new token (`auth::renew_token`), whose `Set-Cookie` value is returned.
 fn notify_and_end_other_sessions(
+    app: &App,
     tx: &mut impl Sql,
     session: &Session,
     kind: &str,
-) -> ApiResult<()> {
+) -> ApiResult<String> {
     let user = users::find(tx, session.user_id)?
         .ok_or_else(|| ApiError::internal("session of a deleted user"))?;
     outbox::enqueue(tx, kind, user.id, &user.email)?;
     sessions::delete_for_user(tx, user.id, Some(session.id))?;
-    Ok(())
+    super::renew_token(app, tx, session)
 }
 
 #[cfg(test)]

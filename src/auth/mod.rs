@@ -3,7 +3,9 @@
 //! and the Auth state body.
 
 pub mod account;
+mod attempt;
 pub mod csrf;
+pub mod device;
 pub mod email;
 pub mod email_change;
 mod factor;
@@ -15,13 +17,14 @@ pub mod password;
 pub mod passwords;
 pub mod reauth;
 pub mod signup;
+pub mod signup_policy;
 
 use crate::db::Sql;
 use serde_json::{json, Value};
 
 use crate::app::App;
 use crate::db::sessions::{self, Session};
-use crate::db::{self, identities, orgs, users};
+use crate::db::{self, devices, identities, orgs, outbox, recovery_codes, totp, users};
 use crate::error::{ApiError, ApiResult, Code};
 use crate::http::cookies::SetCookie;
 use crate::http::{Request, Response};
@@ -131,6 +134,16 @@ pub fn clear_session_cookie(app: &App) -> String {
     session_cookie(app, "", 0)
 }
 
+/// Gives `session` a new token inside `c` (the old one stops working, and the event streams
+/// opened with it end: `sessions::rotate_token`); the `Set-Cookie` value that carries it. Every
+/// action that ends the user's other sessions calls it: a stolen copy of this session's cookie
+/// is one of the others (issue 37, item 5).
+pub fn renew_token(app: &App, c: &mut impl Sql, session: &Session) -> ApiResult<String> {
+    let (token, max_age) =
+        sessions::rotate_token(c, session.id)?.ok_or_else(|| ApiError::new(Code::Unauthorized))?;
+    Ok(session_cookie(app, &token, max_age))
+}
+
 /// The Auth state (docs/API.md, "Bodies").
 pub fn auth_state(c: &mut impl Sql, user_id: i64, mfa_required: bool) -> ApiResult<Value> {
     // A session whose account was deleted by a request still in flight: gone, as the session is.
@@ -205,10 +218,52 @@ pub fn prove_address(
     if !users::mark_verified(c, user_id)? {
         return Ok(0);
     }
+    remove_unproven_links(c, user_id, keep)
+}
+
+fn remove_unproven_links(
+    c: &mut impl Sql,
+    user_id: i64,
+    keep: Option<(&str, &str)>,
+) -> Result<u64, postgres::Error> {
     let removed = identities::delete_for_user(c, user_id, keep)?;
     if removed > 0 {
         db::sessions::delete_for_user(c, user_id, None)?;
         log::info!("address proven user_id={user_id}: removed {removed} unproven link(s)");
     }
     Ok(removed)
+}
+
+/// The address's owner takes the account over: a reset link, or a provider that has verified
+/// the address signing in to an account whose address was never proven. Proves the address
+/// (`prove_address`), and removes what may be a stranger's who signed up with it (issue 37,
+/// item 1): a second factor enabled before the address was proven (even if a verification link
+/// proved it since: the owner may have clicked the one the stranger's sign-up sent), with its
+/// recovery codes, and then every device cookie of the account. The owner is mailed when a
+/// factor goes. The caller ends the sessions and sets or removes the password. Returns whether
+/// a factor was removed.
+pub fn take_over_address(
+    c: &mut impl Sql,
+    user_id: i64,
+    keep: Option<(&str, &str)>,
+) -> Result<bool, postgres::Error> {
+    let first = users::mark_verified(c, user_id)?;
+    if first {
+        remove_unproven_links(c, user_id, keep)?;
+    }
+    let factor = totp::remove_unproven(c, user_id)?;
+    if factor {
+        recovery_codes::delete_for_user(c, user_id)?;
+        if let Some(user) = users::find(c, user_id)? {
+            outbox::enqueue(c, "mfa_removed", user_id, &user.email)?;
+        }
+    }
+    if first || factor {
+        let devices = devices::delete_for_user(c, user_id)?;
+        log::info!(
+            "address taken over user_id={user_id}: second factor removed={factor}, \
+             {devices} device cookie(s) removed"
+        );
+    }
+    Ok(factor)
 }

@@ -5,6 +5,11 @@
 //! so the list gives nothing a thief could sign in with. Another user's id answers 404, as an
 //! unknown one does. Ending a session also ends its event streams, on every instance (the
 //! `sessions` delete trigger). Each ending is a security event in the log.
+//!
+//! Ending other sessions is what a stolen cookie would do to lock the owner's new sign-ins out
+//! (issue 37, item 7): it needs the second factor's proof of presence (the password, or a
+//! sign-in younger than `CONSOLED_REAUTH_SECONDS`; ASVS 7.5.2), and the current session gets a
+//! new token, so that a copy of its cookie is ended with the others (item 5).
 
 use serde_json::{json, Value};
 
@@ -38,7 +43,9 @@ pub fn list(app: &App, req: &Request) -> ApiResult<Reply> {
 }
 
 /// `DELETE /auth/sessions/{id}`: 204, or 404 `not_found` when the user has no such session.
-/// Ending the current session is a logout: the cookie is cleared too.
+/// Ending the current session is a logout: the cookie is cleared too. Ending another one needs
+/// proof of presence, as the second factor's changes do (`reauth`), and gives this session a
+/// new token.
 pub fn delete_one(app: &App, req: &Request) -> ApiResult<Reply> {
     let session = super::require_session(app, req)?;
     let id = req.path.rsplit('/').next().unwrap_or("");
@@ -46,11 +53,21 @@ pub fn delete_one(app: &App, req: &Request) -> ApiResult<Reply> {
     if !is_public_id(id) {
         return Err(ApiError::new(Code::NotFound).message("No such session."));
     }
+    let current = id == session.public_id;
+    if !current {
+        super::reauth::require(app, req, &session)?;
+    }
     let mut c = db::conn(&app.pool)?;
-    if !sessions::delete_public(&mut *c, session.user_id, id)? {
+    let mut tx = c.transaction()?;
+    if !sessions::delete_public(&mut tx, session.user_id, id)? {
         return Err(ApiError::new(Code::NotFound).message("No such session."));
     }
-    let current = id == session.public_id;
+    let cookie = if current {
+        super::clear_session_cookie(app)
+    } else {
+        super::renew_token(app, &mut tx, &session)?
+    };
+    tx.commit()?;
     let fields = [("current", current.into())];
     super::audit(
         app,
@@ -59,18 +76,19 @@ pub fn delete_one(app: &App, req: &Request) -> ApiResult<Reply> {
         Some(session.user_id),
         &fields,
     );
-    let mut response = Response::empty(204);
-    if current {
-        response = response.header("Set-Cookie", super::clear_session_cookie(app));
-    }
-    Ok(response.into())
+    Ok(Response::empty(204).header("Set-Cookie", cookie).into())
 }
 
-/// `DELETE /auth/sessions`: ends every session of the user but the current one; 204.
+/// `DELETE /auth/sessions`: ends every session of the user but the current one, which gets a
+/// new token; 204. Needs proof of presence (`reauth`).
 pub fn delete_others(app: &App, req: &Request) -> ApiResult<Reply> {
     let session = super::require_session(app, req)?;
+    super::reauth::require(app, req, &session)?;
     let mut c = db::conn(&app.pool)?;
-    let ended = sessions::delete_for_user(&mut *c, session.user_id, Some(session.id))?;
+    let mut tx = c.transaction()?;
+    let ended = sessions::delete_for_user(&mut tx, session.user_id, Some(session.id))?;
+    let cookie = super::renew_token(app, &mut tx, &session)?;
+    tx.commit()?;
     let fields = [("others", true.into()), ("sessions_ended", ended.into())];
     super::audit(
         app,
@@ -79,7 +97,7 @@ pub fn delete_others(app: &App, req: &Request) -> ApiResult<Reply> {
         Some(session.user_id),
         &fields,
     );
-    Ok(Response::empty(204).into())
+    Ok(Response::empty(204).header("Set-Cookie", cookie).into())
 }
 
 /// The shape of `sessions.public_id`: 32 lower-case hex digits.

@@ -11,16 +11,18 @@
 //!
 //! On success, in one transaction: the new hash (only if the stored one is still the one just
 //! verified), every other session of the user ends (and with it its event streams), this
-//! session gets a new token (the old cookie stops working; its streams go on), the failed
-//! sign-ins of the address are forgotten, and a mail tells the owner.
+//! session gets a new token (the old cookie stops working, and the streams opened with it end),
+//! the failed sign-ins of the address are forgotten, the reset links mailed before are void,
+//! and a mail tells the owner.
 
 use crate::app::{App, Reply};
-use crate::db::{self, outbox, rate, sessions, users};
+use crate::db::mail_tokens::{self, Purpose};
+use crate::db::{self, outbox, sessions, users};
 use crate::error::{ApiError, ApiResult, Code};
 use crate::http::json::{Email, Fields, Password};
 use crate::http::{Request, Response};
 
-use super::{login, passwords, Event};
+use super::{attempt, login, passwords, Event};
 
 pub fn change(app: &App, req: &Request) -> ApiResult<Reply> {
     let session = super::require_session(app, req)?;
@@ -35,25 +37,15 @@ pub fn change(app: &App, req: &Request) -> ApiResult<Reply> {
         ));
     }
     let client = req.client(&app.config.client_source);
-    let user = {
-        let mut c = db::conn(&app.pool)?;
-        let user = users::find(&mut *c, session.user_id)?
-            .ok_or_else(|| ApiError::new(Code::Unauthorized))?;
-        passwords::refuse_personal(&password, "password", &user.email, &user.name)?;
-        if user.password_hash.is_some() && current.is_some() {
-            login::check_limits(app, &mut *c, &Email::normalise(&user.email), client)?;
-        }
-        user
-    };
+    let user = users::find(&mut *db::conn(&app.pool)?, session.user_id)?
+        .ok_or_else(|| ApiError::new(Code::Unauthorized))?;
+    passwords::refuse_personal(&password, "password", &user.email, &user.name)?;
     let email = Email::normalise(&user.email);
     match (user.password_hash.as_deref(), current) {
         (Some(_), None) => return Err(ApiError::invalid("current_password", "required")),
         (Some(stored), Some(current)) => {
-            // No connection is held while hashing.
             app.hasher.check(client)?;
-            if !app.hasher.verify(client, current, Some(stored))? {
-                let mut c = db::conn(&app.pool)?;
-                rate::record_all(&mut *c, &login::failure_buckets(&email, client))?;
+            if !attempt::verify(app, &email, client, current, stored)?.is_right() {
                 super::audit(app, req, Event::PasswordChangeRefused, Some(user.id), &[]);
                 return Err(ApiError::new(Code::InvalidCredentials)
                     .message("The current password is not correct."));
@@ -80,8 +72,11 @@ pub fn change(app: &App, req: &Request) -> ApiResult<Reply> {
     }
     // Deleting the sessions also ends their event streams (trigger).
     let ended = sessions::delete_for_user(&mut tx, user.id, Some(session.id))?;
-    let (token, max_age) = sessions::rotate_token(&mut tx, session.id)?
-        .ok_or_else(|| ApiError::new(Code::Unauthorized))?;
+    let cookie = super::renew_token(app, &mut tx, &session)?;
+    // Reset links mailed before the change would undo it: queued ones go (after any being sent
+    // now, whose token is then committed), then every unused one is void.
+    outbox::drop_queued(&mut tx, "password_reset", user.id, email.as_str())?;
+    mail_tokens::void_unused(&mut tx, user.id, Purpose::PasswordReset)?;
     outbox::enqueue(&mut tx, "password_changed", user.id, &user.email)?;
     // The failed sign-ins guarded the old password; they must not lock out the new one.
     login::clear_failures(&mut tx, &email)?;
@@ -91,7 +86,5 @@ pub fn change(app: &App, req: &Request) -> ApiResult<Reply> {
         ("sessions_ended", ended.into()),
     ];
     super::audit(app, req, Event::PasswordChanged, Some(user.id), &fields);
-    Ok(Response::empty(204)
-        .header("Set-Cookie", super::session_cookie(app, &token, max_age))
-        .into())
+    Ok(Response::empty(204).header("Set-Cookie", cookie).into())
 }

@@ -1,5 +1,6 @@
 //! Proof that whoever holds a session is its owner, for the changes a stolen session cookie must
-//! not make: enrolling, replacing or removing the second factor (issue 15).
+//! not make: enrolling, replacing or removing the second factor (issue 15), and ending the
+//! owner's other sessions (issue 37).
 //!
 //! Proof is either the current password in the body (`"password"`), or a sign-in younger than
 //! `CONSOLED_REAUTH_SECONDS`: the session's own creation, which is a password login, a completed
@@ -8,10 +9,10 @@
 //! `reauth_required`. Wrong passwords count toward the sign-in throttle of the address, so a
 //! stolen cookie gives no way round it.
 
-use super::login;
+use super::attempt;
 use crate::app::App;
 use crate::db::sessions::Session;
-use crate::db::{self, rate, users};
+use crate::db::{self, users};
 use crate::error::{ApiError, ApiResult, Code};
 use crate::http::json::{Email, Fields};
 use crate::http::Request;
@@ -30,25 +31,17 @@ pub fn require(app: &App, req: &Request, session: &Session) -> ApiResult<()> {
         return Err(ApiError::invalid("password", "at most 1024 characters"));
     }
     let client = req.client(&app.config.client_source);
-    let (user, email) = {
-        let mut c = db::conn(&app.pool)?;
-        let user = users::find(&mut *c, session.user_id)?
-            .ok_or_else(|| ApiError::new(Code::Unauthorized))?;
-        let email = Email::normalise(&user.email);
-        login::check_limits(app, &mut *c, &email, client)?;
-        (user, email)
-    };
+    let user = users::find(&mut *db::conn(&app.pool)?, session.user_id)?
+        .ok_or_else(|| ApiError::new(Code::Unauthorized))?;
     let Some(stored) = user.password_hash.as_deref() else {
         return Err(ApiError::new(Code::ReauthRequired)
             .message("This account has no password: sign in again through your provider."));
     };
-    // No connection is held while hashing.
     app.hasher.check(client)?;
-    if app.hasher.verify(client, password, Some(stored))? {
+    let email = Email::normalise(&user.email);
+    if attempt::verify(app, &email, client, password, stored)?.is_right() {
         return Ok(());
     }
-    let mut c = db::conn(&app.pool)?;
-    rate::record_all(&mut *c, &login::failure_buckets(&email, client))?;
     super::audit(app, req, super::Event::ReauthFailed, Some(user.id), &[]);
     Err(ApiError::new(Code::ReauthRequired).message("The password is not correct."))
 }

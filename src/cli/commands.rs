@@ -75,22 +75,37 @@ pub const COMMANDS: &[Command] = &[
     },
     Command {
         words: &["token", "create"],
-        synopsis: "consoled token create --project ID [--name NAME]",
+        synopsis: "consoled token create --project ID [--name NAME] [--scope SCOPE] \
+                   [--expires-in SECONDS]",
         about: "Issues an API token for a project and prints {\"id\", \"project_id\", \"token\"}. \
                 The token is shown only now (only its hash is stored); send it as \
-                `Authorization: Bearer TOKEN` to GET /v1/events.",
+                `Authorization: Bearer TOKEN` to GET /v1/events, or to the console's services \
+                (GET /auth/check). Without --expires-in it never expires (the API's limit, \
+                CONSOLED_TOKEN_MAX_LIFETIME_SECONDS, is for users, not for the operator).",
         options: &[
             ("project", true, "the project's id"),
             ("name", false, "a label for the token"),
+            (
+                "scope",
+                false,
+                "read or read_write (the default), as GET /auth/check reports it",
+            ),
+            (
+                "expires-in",
+                false,
+                "seconds until it expires (default: never)",
+            ),
         ],
     },
     Command {
         words: &["token", "list"],
         synopsis: "consoled token list --project ID",
         about: "Lists a project's API tokens, oldest first, and prints {\"project_id\", \
-                \"tokens\": [{\"id\", \"name\", \"created_at\", \"last_used_at\", \
-                \"revoked_at\"}]} (times in UTC, RFC 3339; last use to the minute, null if never \
-                used; revoked_at null while live). Never a secret: only hashes are stored, and \
+                \"tokens\": [{\"id\", \"name\", \"scope\", \"created_at\", \"created_by\", \
+                \"last_used_at\", \"expires_at\", \"revoked_at\"}]} (times in UTC, RFC 3339; last \
+                use to the minute, null if never used; created_by {\"id\", \"email\"} of the \
+                user who made it, null for the command line's; expires_at null for never; \
+                revoked_at null while not revoked). Never a secret: only hashes are stored, and \
                 those are not shown either. The id is what token revoke takes.",
         options: &[("project", true, "the project's id")],
     },
@@ -155,8 +170,8 @@ pub const COMMANDS: &[Command] = &[
         about: "Prints everything consoled holds about one user, as the user's own export (GET \
                 /auth/account/export): the account, memberships, personal projects, sessions, \
                 devices, linked identities, recovery codes and mailed links (when made and used, \
-                never their values), queued mails, API tokens the user made, open streams and \
-                rate-limit events.",
+                never their values), queued mails, API tokens the user made, invitations made \
+                and received, open streams and rate-limit events.",
         options: USER,
     },
     Command {
@@ -192,6 +207,39 @@ pub const COMMANDS: &[Command] = &[
                 /auth/account), and the address gets a mail saying so. Fails, naming them, while \
                 the user is the last owner of a team organization.",
         options: USER,
+    },
+    Command {
+        words: &["org", "suspend"],
+        synopsis: "consoled org suspend --id ID",
+        about: "Suspends an organization and prints {\"id\", \"status\": \"suspended\", \
+                \"changed\"}. Its members can still read it and leave it, nothing in it can be \
+                changed, its changes reach no event stream and its projects' API tokens are \
+                refused (their open streams end at once, on every instance).",
+        options: &[("id", true, "the organization's id")],
+    },
+    Command {
+        words: &["org", "resume"],
+        synopsis: "consoled org resume --id ID",
+        about: "Makes a suspended organization active again and prints {\"id\", \"status\": \
+                \"active\", \"changed\"}. A closed organization stays closed.",
+        options: &[("id", true, "the organization's id")],
+    },
+    Command {
+        words: &["invitation", "create"],
+        synopsis: "consoled invitation create --email ADDRESS [--org ID [--role ROLE]]",
+        about: "Invites an address and prints the invitation {\"id\", \"org_id\", \"email\", \
+                \"role\", \"invited_by\", \"created\", \"expires\"}; the mail with its link \
+                (valid 7 days, used once) is queued as an owner's invitation would be. Without \
+                --org it invites to make an account, for CONSOLED_SIGNUP=invite.",
+        options: &[
+            ("email", true, "the address to invite"),
+            ("org", false, "the team organization to join"),
+            (
+                "role",
+                false,
+                "owner, admin, member (the default) or viewer; needs --org",
+            ),
+        ],
     },
     Command {
         words: &["emit"],

@@ -12,6 +12,7 @@ use std::collections::HashMap;
 /// Every `CONSOLED_*` variable read outside `crate::limits`.
 pub const SETTINGS: &[&str] = &[
     "CONSOLED_LISTEN",
+    "CONSOLED_METRICS_LISTEN",
     "CONSOLED_BASE_URL",
     "CONSOLED_CONSOLE_URL",
     "CONSOLED_COOKIE_SECURE",
@@ -31,6 +32,9 @@ pub const SETTINGS: &[&str] = &[
     "CONSOLED_GOOGLE_AUTH_URL",
     "CONSOLED_GOOGLE_TOKEN_URL",
     "CONSOLED_GOOGLE_USERINFO_URL",
+    // Each listed provider N also has `CONSOLED_OIDC_N_<suffix>` (`config::oidc::SUFFIXES`).
+    "CONSOLED_OIDC_PROVIDERS",
+    "CONSOLED_OIDC_REFRESH_SECONDS",
     "CONSOLED_OAUTH_TIMEOUT_SECONDS",
     "CONSOLED_PING_SECONDS",
     "CONSOLED_STREAM_QUEUE",
@@ -38,6 +42,8 @@ pub const SETTINGS: &[&str] = &[
     "CONSOLED_SESSION_MAX_SECONDS",
     "CONSOLED_MFA_PENDING_SECONDS",
     "CONSOLED_REAUTH_SECONDS",
+    "CONSOLED_TOKEN_MAX_LIFETIME_SECONDS",
+    "CONSOLED_TOKENS_PER_PROJECT",
     "CONSOLED_DATA_KEY",
     "CONSOLED_DATA_KEY_OLD",
     "CONSOLED_CSRF_KEY",
@@ -48,6 +54,7 @@ pub const SETTINGS: &[&str] = &[
     "CONSOLED_HASH_QUEUE",
     "CONSOLED_DB_POOL",
     "CONSOLED_DATABASE_DIRECT_URL",
+    "CONSOLED_DATABASE_PASSWORD",
     "CONSOLED_DB_KEEP_STATEMENTS",
     "CONSOLED_DB_TIMEOUT_SECONDS",
     "CONSOLED_MAX_STREAMS_PER_PRINCIPAL",
@@ -63,6 +70,8 @@ pub const SETTINGS: &[&str] = &[
     "CONSOLED_KEEPALIVE_SECONDS",
     "CONSOLED_DEMO",
     "CONSOLED_TEST_PANIC_ROUTE",
+    "CONSOLED_SIGNUP",
+    "CONSOLED_SIGNUP_DOMAINS",
     // Read by the logger, before the configuration (src/logging.rs).
     "CONSOLED_LOG_FORMAT",
     "CONSOLED_LOG_SUMMARY_SECONDS",
@@ -89,13 +98,15 @@ pub fn warnings(vars: &HashMap<String, String>) -> Vec<String> {
     let known = known();
     let mut out: Vec<String> = vars
         .keys()
-        .filter(|k| k.starts_with("CONSOLED_") && !known.contains(&k.as_str()))
-        .map(|k| {
-            format!(
+        .filter(|k| k.starts_with("CONSOLED_") && !is_known(k, &known))
+        .filter_map(|k| match super::oidc::check_variable(k, vars) {
+            Some(Ok(())) => None,
+            Some(Err(warning)) => Some(warning),
+            None => Some(format!(
                 "unknown setting {k} is ignored; the closest known name is {} (every setting: \
                  README, \"Configuration\")",
                 closest(k, &known)
-            )
+            )),
         })
         .collect();
     for (old, new) in RENAMED {
@@ -112,6 +123,14 @@ pub fn warnings(vars: &HashMap<String, String>) -> Vec<String> {
         out.extend(rust_log(spec));
     }
     out
+}
+
+/// A known name, or `NAME_FILE` of a known secret setting (`config::secret`).
+fn is_known(name: &str, known: &[&str]) -> bool {
+    let secret_file = name
+        .strip_suffix("_FILE")
+        .is_some_and(|setting| known.contains(&setting) && super::secret::is_secret(setting));
+    known.contains(&name) || secret_file
 }
 
 fn closest<'a>(name: &str, known: &[&'a str]) -> &'a str {
@@ -252,6 +271,26 @@ mod tests {
     }
 
     #[test]
+    fn provider_settings_are_known_only_for_listed_providers() {
+        let vars: HashMap<String, String> = [
+            ("CONSOLED_OIDC_PROVIDERS", "corp"),
+            ("CONSOLED_OIDC_CORP_ISSUER", "https://sso.example.com"),
+            ("CONSOLED_OIDC_CORP_CLIENT_SECRET", "s3cret-value"),
+            ("CONSOLED_OIDC_KEYCLOAK_ISSUER", "https://kc.example.com"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        let w = warnings(&vars);
+        assert_eq!(w.len(), 1, "{w:#?}");
+        assert!(
+            w[0].contains("CONSOLED_OIDC_KEYCLOAK_ISSUER is ignored"),
+            "{w:?}"
+        );
+        assert!(w[0].contains("named keycloak"), "{w:?}");
+    }
+
+    #[test]
     fn a_renamed_setting_is_named_with_its_new_name() {
         let vars = |pairs: &[(&str, &str)]| -> HashMap<String, String> {
             pairs
@@ -288,7 +327,10 @@ mod tests {
                 files.extend(std::fs::read_dir(&path).unwrap().map(|e| e.unwrap().path()));
                 continue;
             }
-            if path.extension().is_none_or(|e| e != "rs") || path.ends_with("checks.rs") {
+            // Unit tests in files of their own (`tests.rs`, `oidc_tests.rs`) read no setting.
+            let name = path.file_name().unwrap_or_default().to_string_lossy();
+            let tests_only = name.ends_with("tests.rs");
+            if path.extension().is_none_or(|e| e != "rs") || name == "checks.rs" || tests_only {
                 continue;
             }
             let text = std::fs::read_to_string(&path).unwrap();
@@ -301,7 +343,7 @@ mod tests {
             }) {
                 read += 1;
                 assert!(
-                    known.contains(&name),
+                    is_known(name, &known),
                     "{} reads {name}, missing from config::checks::SETTINGS",
                     path.display()
                 );

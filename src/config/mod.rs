@@ -6,6 +6,8 @@
 pub mod checks;
 mod env;
 pub mod keys;
+pub mod oidc;
+pub mod secret;
 
 use std::collections::HashMap;
 use std::fmt;
@@ -13,7 +15,8 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use env::{check_database_url, invalid, parse_nets, url_var, Env};
+use env::{database_target, invalid, parse_nets, url_var, Env};
+pub use oidc::OidcConfig;
 
 /// OAuth client settings and endpoints of one identity provider.
 #[derive(Clone)]
@@ -45,11 +48,17 @@ pub struct Config {
     /// transaction-mode PgBouncer cannot carry: `LISTEN`, the migrations' session lock, the mail
     /// sender and the commands. `None`: `database_url`.
     pub database_direct_url: Option<String>,
+    /// `database_url` read (hosts, TLS): what the pool connects with.
+    pub database: crate::db::Target,
+    /// `database_direct_url` read, when set.
+    pub database_direct: Option<crate::db::Target>,
     /// `CONSOLED_DB_KEEP_STATEMENTS` (default true): the pool keeps named prepared statements per
     /// connection. False for a pool behind a transaction-mode PgBouncer older than 1.21, which
     /// cannot carry them: each statement is then sent unnamed (docs/OPERATIONS.md, "PgBouncer").
     pub db_keep_statements: bool,
     pub listen: SocketAddr,
+    /// `CONSOLED_METRICS_LISTEN`: where `/metrics` is served instead of `listen` (`ops_listener`).
+    pub metrics_listen: Option<SocketAddr>,
     pub base_url: String,
     pub console_url: String,
     pub cookie_secure: bool,
@@ -65,6 +74,10 @@ pub struct Config {
     pub mail_log_links: bool,
     pub github: Option<ProviderConfig>,
     pub google: Option<ProviderConfig>,
+    /// `CONSOLED_OIDC_PROVIDERS`: the OpenID Connect providers, in the order listed (`oidc`).
+    pub oidc: Vec<OidcConfig>,
+    /// How often each provider's discovery document and keys are fetched again.
+    pub oidc_refresh: Duration,
     /// Limit for each call to an identity provider (connect, send, answer).
     pub oauth_timeout: Duration,
     pub ping_interval: Duration,
@@ -74,6 +87,10 @@ pub struct Config {
     pub mfa_pending: Duration,
     /// How long after a sign-in the session may change the second factor without the password.
     pub reauth: Duration,
+    /// The longest life a user may give an API token, and the life of one given none.
+    pub token_max_lifetime: Duration,
+    /// Live API tokens a project may have (409 `too_many_tokens` past it).
+    pub tokens_per_project: usize,
     /// Where the client's address comes from: trusted proxies and the header they set.
     pub client_source: crate::http::client::Source,
     /// Every rate limit in force (defaults of `crate::limits` with their settings applied).
@@ -119,6 +136,8 @@ pub struct Config {
     pub keys: keys::KeySettings,
     /// Test hook: `GET /__panic` panics inside a handler, to prove the worker survives.
     pub panic_route: bool,
+    /// Who may make an account (`CONSOLED_SIGNUP`, `CONSOLED_SIGNUP_DOMAINS`).
+    pub signup: crate::auth::signup_policy::Policy,
 }
 
 impl fmt::Debug for Config {
@@ -131,6 +150,7 @@ impl fmt::Debug for Config {
             )
             .field("db_keep_statements", &self.db_keep_statements)
             .field("listen", &self.listen)
+            .field("metrics_listen", &self.metrics_listen)
             .field("base_url", &self.base_url)
             .field("console_url", &self.console_url)
             .field("cookie_secure", &self.cookie_secure)
@@ -140,6 +160,7 @@ impl fmt::Debug for Config {
             .field("mail_retry", &self.mail_retry)
             .field("github", &self.github)
             .field("google", &self.google)
+            .field("oidc", &self.oidc)
             .field("oauth_timeout", &self.oauth_timeout)
             .field("ping_interval", &self.ping_interval)
             .field("stream_queue", &self.stream_queue)
@@ -152,6 +173,7 @@ impl fmt::Debug for Config {
             .field("hash_threads", &self.hash_threads)
             .field("hash_queue", &self.hash_queue)
             .field("db_pool_size", &self.db_pool_size)
+            .field("signup", &self.signup)
             .finish_non_exhaustive()
     }
 }
@@ -213,9 +235,16 @@ impl Config {
     pub fn from_vars(vars: HashMap<String, String>) -> Result<Config, ConfigError> {
         let env = Env(vars);
         let database_url = env
-            .get("DATABASE_URL")
+            .secret("DATABASE_URL")?
             .ok_or_else(|| ConfigError(DATABASE_URL_HELP.into()))?;
-        check_database_url(&database_url)?;
+        let database_password = env.secret("CONSOLED_DATABASE_PASSWORD")?;
+        let password = database_password.as_deref();
+        let database = database_target("DATABASE_URL", &database_url, password)?;
+        let database_direct_url = env.secret("CONSOLED_DATABASE_DIRECT_URL")?;
+        let database_direct = database_direct_url
+            .as_deref()
+            .map(|url| database_target("CONSOLED_DATABASE_DIRECT_URL", url, password))
+            .transpose()?;
         let listen = env.parse("CONSOLED_LISTEN", "127.0.0.1:8080".parse().unwrap())?;
         let base_url = url_var(&env, "CONSOLED_BASE_URL", "http://127.0.0.1:8080")?;
         let console_url = url_var(&env, "CONSOLED_CONSOLE_URL", &base_url)?;
@@ -223,12 +252,15 @@ impl Config {
         let hash_threads = env.parse("CONSOLED_HASH_THREADS", cores)?;
         let config = Config {
             database_url,
-            database_direct_url: env.get("CONSOLED_DATABASE_DIRECT_URL"),
+            database_direct_url,
+            database,
+            database_direct,
             listen,
+            metrics_listen: env.optional("CONSOLED_METRICS_LISTEN")?,
             base_url: base_url.clone(),
             console_url,
             cookie_secure: env.bool("CONSOLED_COOKIE_SECURE", true)?,
-            smtp_url: env.get("CONSOLED_SMTP_URL"),
+            smtp_url: env.secret("CONSOLED_SMTP_URL")?,
             mail_from: env
                 .get("CONSOLED_MAIL_FROM")
                 .unwrap_or_else(|| "consoled@localhost".into()),
@@ -239,8 +271,10 @@ impl Config {
             mail_retry: env.seconds("CONSOLED_MAIL_RETRY_SECONDS", 1.0, 0.01..=300.0)?,
             mail_sender: env.bool("CONSOLED_MAIL_SENDER", true)?,
             mail_log_links: env.bool("CONSOLED_MAIL_LOG_LINKS", false)?,
-            github: provider(&env, "GITHUB", GITHUB_DEFAULTS),
-            google: provider(&env, "GOOGLE", GOOGLE_DEFAULTS),
+            github: provider(&env, "GITHUB", GITHUB_DEFAULTS)?,
+            google: provider(&env, "GOOGLE", GOOGLE_DEFAULTS)?,
+            oidc: oidc::read(&env)?,
+            oidc_refresh: env.seconds("CONSOLED_OIDC_REFRESH_SECONDS", 3600.0, 1.0..=86400.0)?,
             oauth_timeout: env.seconds("CONSOLED_OAUTH_TIMEOUT_SECONDS", 5.0, 0.01..=300.0)?,
             ping_interval: env.seconds("CONSOLED_PING_SECONDS", 20.0, 0.01..=3600.0)?,
             stream_queue: env.parse("CONSOLED_STREAM_QUEUE", 256)?,
@@ -248,6 +282,8 @@ impl Config {
             session_max: secs(env.parse("CONSOLED_SESSION_MAX_SECONDS", 7 * 24 * 3600)?),
             mfa_pending: secs(env.parse("CONSOLED_MFA_PENDING_SECONDS", 600)?),
             reauth: secs(env.parse("CONSOLED_REAUTH_SECONDS", 300)?),
+            token_max_lifetime: secs(env.parse("CONSOLED_TOKEN_MAX_LIFETIME_SECONDS", 31_536_000)?),
+            tokens_per_project: env.parse("CONSOLED_TOKENS_PER_PROJECT", 100)?,
             client_source: crate::http::client::Source {
                 trusted_proxies: parse_nets(
                     &env.get("CONSOLED_TRUSTED_PROXIES").unwrap_or_default(),
@@ -281,6 +317,7 @@ impl Config {
             demo: env.bool("CONSOLED_DEMO", false)?,
             keys: keys::read(&env)?,
             panic_route: env.bool("CONSOLED_TEST_PANIC_ROUTE", false)?,
+            signup: signup_policy(&env)?,
         };
         config.validate()?;
         Ok(config)
@@ -292,6 +329,7 @@ impl Config {
             ("CONSOLED_HASH_THREADS", self.hash_threads),
             ("CONSOLED_STREAM_QUEUE", self.stream_queue),
             ("CONSOLED_DB_POOL", self.db_pool_size as usize),
+            ("CONSOLED_TOKENS_PER_PROJECT", self.tokens_per_project),
             (
                 "CONSOLED_MAX_CONNECTIONS",
                 self.max_connections.unwrap_or(1),
@@ -349,6 +387,10 @@ impl Config {
         for (name, value) in [
             ("CONSOLED_SESSION_IDLE_SECONDS", self.session_idle),
             ("CONSOLED_SESSION_MAX_SECONDS", self.session_max),
+            (
+                "CONSOLED_TOKEN_MAX_LIFETIME_SECONDS",
+                self.token_max_lifetime,
+            ),
         ] {
             if value.is_zero() {
                 return Err(invalid(
@@ -375,6 +417,16 @@ pub fn origin_of(url: &str) -> String {
     url[..end].to_ascii_lowercase()
 }
 
+/// `CONSOLED_SIGNUP` (`open`, `invite`, `closed`) and `CONSOLED_SIGNUP_DOMAINS`.
+fn signup_policy(env: &Env) -> Result<crate::auth::signup_policy::Policy, ConfigError> {
+    let (mode, domains) = (
+        env.get("CONSOLED_SIGNUP"),
+        env.get("CONSOLED_SIGNUP_DOMAINS"),
+    );
+    crate::auth::signup_policy::Policy::parse(mode.as_deref(), domains.as_deref())
+        .map_err(|(name, form)| invalid(name, &env.get(name).unwrap_or_default(), &form))
+}
+
 fn secs(n: u64) -> Duration {
     Duration::from_secs(n)
 }
@@ -390,15 +442,24 @@ const GOOGLE_DEFAULTS: [&str; 3] = [
     "https://openidconnect.googleapis.com/v1/userinfo",
 ];
 
-fn provider(env: &Env, name: &str, defaults: [&str; 3]) -> Option<ProviderConfig> {
-    let client_id = env.get(&format!("CONSOLED_{name}_CLIENT_ID"))?;
-    let client_secret = env.get(&format!("CONSOLED_{name}_CLIENT_SECRET"))?;
+fn provider(
+    env: &Env,
+    name: &str,
+    defaults: [&str; 3],
+) -> Result<Option<ProviderConfig>, ConfigError> {
+    let client_secret = env.secret(&format!("CONSOLED_{name}_CLIENT_SECRET"))?;
+    let (Some(client_id), Some(client_secret)) = (
+        env.get(&format!("CONSOLED_{name}_CLIENT_ID")),
+        client_secret,
+    ) else {
+        return Ok(None);
+    };
     let api_var = if name == "GITHUB" { "API" } else { "USERINFO" };
     let endpoint = |suffix: &str, default: &str| {
         env.get(&format!("CONSOLED_{name}_{suffix}_URL"))
             .unwrap_or_else(|| default.to_string())
     };
-    Some(ProviderConfig {
+    Ok(Some(ProviderConfig {
         client_id,
         client_secret,
         auth_url: endpoint("AUTH", defaults[0]),
@@ -406,7 +467,7 @@ fn provider(env: &Env, name: &str, defaults: [&str; 3]) -> Option<ProviderConfig
         api_url: endpoint(api_var, defaults[2])
             .trim_end_matches('/')
             .to_string(),
-    })
+    }))
 }
 
 #[cfg(test)]

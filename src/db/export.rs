@@ -23,6 +23,7 @@ pub const TABLES: &[&str] = &[
     "mail_tokens",
     "outbox",
     "api_tokens",
+    "invitations",
     "stream_leases",
     "rate_events",
 ];
@@ -123,21 +124,51 @@ const LISTS: &[(&str, &str)] = &[
         concat!(
             "SELECT kind, recipient, ",
             utc!("created_at"),
-            " AS created_at, attempts FROM me, outbox
+            " AS created_at, attempts, details FROM me, outbox
               WHERE user_id = me.uid OR recipient = me.address ORDER BY created_at, id"
         ),
     ),
     (
         "api_tokens",
         concat!(
-            "SELECT id, name, project_id, ",
+            "SELECT id, name, project_id, scope, ",
             utc!("created_at"),
             " AS created_at, ",
             utc!("last_used_at"),
             " AS last_used_at, ",
+            utc!("expires_at"),
+            " AS expires_at, ",
             utc!("revoked_at"),
             " AS revoked_at FROM me, api_tokens
               WHERE created_by = me.uid ORDER BY id"
+        ),
+    ),
+    // The invitations the user made (the address given), and those to the user: to the
+    // account's address, or accepted by the user (perhaps under an earlier address).
+    (
+        "invitations_sent",
+        concat!(
+            "SELECT id, org_id, email, role, ",
+            utc!("created_at"),
+            " AS created_at, ",
+            utc!("expires_at"),
+            " AS expires_at, ",
+            utc!("accepted_at"),
+            " AS accepted_at FROM me, invitations
+              WHERE invited_by = me.uid ORDER BY created_at, id"
+        ),
+    ),
+    (
+        "invitations_received",
+        concat!(
+            "SELECT id, org_id, role, invited_by, ",
+            utc!("created_at"),
+            " AS created_at, ",
+            utc!("expires_at"),
+            " AS expires_at, ",
+            utc!("accepted_at"),
+            " AS accepted_at FROM me, invitations
+              WHERE email = me.address OR accepted_by = me.uid ORDER BY created_at, id"
         ),
     ),
 ];
@@ -178,7 +209,7 @@ fn user(c: &mut impl Sql, user_id: i64) -> Result<Option<(Value, String)>, postg
     let sql = concat!(
         "SELECT json_build_object('id', id, 'email', email, 'name', name, 'locale', locale,
                 'email_verified', email_verified, 'has_password', password_hash IS NOT NULL,
-                'mfa_enabled', totp_secret IS NOT NULL,
+                'mfa_enabled', totp_secret IS NOT NULL, 'mfa_enabled_unproven', totp_unproven,
                 'mfa_setup_pending', totp_pending IS NOT NULL, 'created', ",
         utc!("created_at"),
         ", 'updated', ",

@@ -71,6 +71,8 @@ pub enum Opened {
         lease: i64,
         token_id: i64,
         project_id: i64,
+        /// Seconds until the token expires; `None`: never.
+        remaining: Option<f64>,
     },
     Session {
         lease: i64,
@@ -79,6 +81,13 @@ pub enum Opened {
         /// Seconds until the session ends unless used again.
         remaining: f64,
         orgs: Vec<i64>,
+    },
+    /// A token of a project whose organization is suspended or closed (`status`): refused, and
+    /// the lease taken for it is to be released.
+    Inactive {
+        lease: i64,
+        token_id: i64,
+        status: String,
     },
     Unauthorized,
     MfaRequired,
@@ -90,10 +99,18 @@ pub enum Opened {
 fn outcome(row: &postgres::Row) -> Opened {
     match row.get::<_, &str>(0) {
         "ok" => match row.get::<_, Option<i64>>(2) {
-            Some(token_id) => Opened::Token {
-                lease: row.get(1),
-                token_id,
-                project_id: row.get(3),
+            Some(token_id) => match row.get::<_, Option<String>>(8) {
+                Some(status) if status != "active" => Opened::Inactive {
+                    lease: row.get(1),
+                    token_id,
+                    status,
+                },
+                _ => Opened::Token {
+                    lease: row.get(1),
+                    token_id,
+                    project_id: row.get(3),
+                    remaining: row.get(6),
+                },
             },
             None => Opened::Session {
                 lease: row.get(1),
@@ -110,9 +127,11 @@ fn outcome(row: &postgres::Row) -> Opened {
 }
 
 /// Authenticates each credential and takes a lease for it, in one statement
-/// (`consoled_open_streams`, migration 0007; `events::openings` gathers them): one outcome per
+/// (`consoled_open_streams`, migrations 0007, 0008 and 0010; `events::openings` gathers them): one outcome per
 /// credential, in their order. The credentials of one holder are admitted in order
-/// while the holder stays under `limit`.
+/// while the holder stays under `limit`. A suspended or closed organization is seen by nobody
+/// (docs/API.md): a session's organizations are its active ones, and a token's organization
+/// status comes along (`Opened::Inactive` unless active).
 pub fn open(
     c: &mut impl Sql,
     instance: &str,
@@ -136,8 +155,16 @@ pub fn open(
     }
     let limit = i32::try_from(limit).unwrap_or(i32::MAX);
     let rows = c.query(
-        "SELECT outcome, lease_id, token_id, project_id, session_id, user_id, remaining, orgs
-           FROM consoled_open_streams($1, $2, $3, $4, $5, $6, $7)",
+        "SELECT s.outcome, s.lease_id, s.token_id, s.project_id, s.session_id, s.user_id,
+                s.remaining,
+                CASE WHEN s.orgs IS NOT NULL THEN ARRAY(
+                    SELECT o.id FROM organizations o
+                     WHERE o.id = ANY (s.orgs) AND o.status = 'active' ORDER BY o.id)
+                END,
+                (SELECT o.status FROM projects p JOIN organizations o ON o.id = p.org_id
+                  WHERE p.id = s.project_id AND s.token_id IS NOT NULL)
+           FROM consoled_open_streams($1, $2, $3, $4, $5, $6, $7) s
+          ORDER BY s.item",
         &[
             &instance,
             &tokens,

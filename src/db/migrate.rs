@@ -47,9 +47,29 @@ pub const MIGRATIONS: &[(i32, &str, &str)] = &[
         include_str!("../../migrations/0008_open_streams_counts.sql"),
     ),
     (
+        9,
+        "0009_attack_defences.sql",
+        include_str!("../../migrations/0009_attack_defences.sql"),
+    ),
+    (
+        10,
+        "0010_user_made_api_tokens.sql",
+        include_str!("../../migrations/0010_user_made_api_tokens.sql"),
+    ),
+    (
+        11,
+        "0011_teams.sql",
+        include_str!("../../migrations/0011_teams.sql"),
+    ),
+    (
         12,
         "0012_account_life.sql",
         include_str!("../../migrations/0012_account_life.sql"),
+    ),
+    (
+        13,
+        "0013_oidc_identities.sql",
+        include_str!("../../migrations/0013_oidc_identities.sql"),
     ),
 ];
 

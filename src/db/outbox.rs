@@ -11,7 +11,17 @@ pub fn enqueue(
     user_id: i64,
     recipient: &str,
 ) -> Result<i64, postgres::Error> {
-    insert(c, kind, Some(user_id), recipient)
+    insert(c, kind, Some(user_id), recipient, None, None)
+}
+
+/// Queues the mail of an invitation (kind `invitation`); its link's token is minted when it is
+/// sent, and cancelling the invitation drops the row.
+pub fn enqueue_invitation(
+    c: &mut impl Sql,
+    invitation_id: i64,
+    recipient: &str,
+) -> Result<i64, postgres::Error> {
+    insert(c, "invitation", None, recipient, Some(invitation_id), None)
 }
 
 /// Queues a mail for an address whether or not it has an account: the sender looks the account
@@ -22,7 +32,7 @@ pub fn enqueue_for_address(
     kind: &str,
     recipient: &str,
 ) -> Result<i64, postgres::Error> {
-    insert(c, kind, None, recipient)
+    insert(c, kind, None, recipient, None, None)
 }
 
 /// Queues a mail that reports a change with its facts (`details`: the client of the change, a new
@@ -35,7 +45,7 @@ pub fn enqueue_with_details(
     recipient: &str,
     details: &serde_json::Value,
 ) -> Result<i64, postgres::Error> {
-    insert_row(c, kind, user_id, recipient, Some(details.to_string()))
+    insert(c, kind, user_id, recipient, None, Some(details.to_string()))
 }
 
 fn insert(
@@ -43,24 +53,16 @@ fn insert(
     kind: &str,
     user_id: Option<i64>,
     recipient: &str,
-) -> Result<i64, postgres::Error> {
-    insert_row(c, kind, user_id, recipient, None)
-}
-
-fn insert_row(
-    c: &mut impl Sql,
-    kind: &str,
-    user_id: Option<i64>,
-    recipient: &str,
+    invitation_id: Option<i64>,
     details: Option<String>,
 ) -> Result<i64, postgres::Error> {
     let row = c.query_one(
         // The facts get the time of the change: this transaction's.
-        "INSERT INTO outbox (kind, user_id, recipient, details)
-         VALUES ($1, $2, $3, ($4::text)::jsonb || jsonb_build_object('at',
+        "INSERT INTO outbox (kind, user_id, recipient, invitation_id, details)
+         VALUES ($1, $2, $3, $4, ($5::text)::jsonb || jsonb_build_object('at',
                  to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')))
          RETURNING id",
-        &[&kind, &user_id, &recipient, &details],
+        &[&kind, &user_id, &recipient, &invitation_id, &details],
     )?;
     // Wakes the sender thread of every instance; the payload is only the row id.
     c.execute(
@@ -78,6 +80,7 @@ pub struct Due {
     pub user_id: Option<i64>,
     pub recipient: String,
     pub attempts: i32,
+    pub invitation_id: Option<i64>,
     /// The facts the mail reports (`enqueue_with_details`), as JSON.
     pub details: Option<serde_json::Value>,
 }
@@ -86,7 +89,7 @@ pub struct Due {
 /// skipped, never waited for, so no row is sent twice and no sender blocks another.
 pub fn claim_due(c: &mut impl Sql) -> Result<Option<Due>, postgres::Error> {
     let row = c.query_opt(
-        "SELECT id, kind, user_id, recipient, attempts, details::text FROM outbox
+        "SELECT id, kind, user_id, recipient, attempts, invitation_id, details::text FROM outbox
           WHERE next_attempt_at <= now()
           ORDER BY next_attempt_at, id
           LIMIT 1 FOR UPDATE SKIP LOCKED",
@@ -98,8 +101,9 @@ pub fn claim_due(c: &mut impl Sql) -> Result<Option<Due>, postgres::Error> {
         user_id: r.get(2),
         recipient: r.get(3),
         attempts: r.get(4),
+        invitation_id: r.get(5),
         details: r
-            .get::<_, Option<String>>(5)
+            .get::<_, Option<String>>(6)
             .and_then(|d| serde_json::from_str(&d).ok()),
     }))
 }
@@ -107,6 +111,21 @@ pub fn claim_due(c: &mut impl Sql) -> Result<Option<Due>, postgres::Error> {
 pub fn delete(c: &mut impl Sql, id: i64) -> Result<(), postgres::Error> {
     c.execute("DELETE FROM outbox WHERE id = $1", &[&id])?;
     Ok(())
+}
+
+/// Drops the queued mails of `kind` to the user `user_id` or to `recipient` (queued by address).
+/// A row that is being sent is waited for (its sender holds it), so that the token that mail
+/// carries has committed when this returns, and a later look sees it.
+pub fn drop_queued(
+    c: &mut impl Sql,
+    kind: &str,
+    user_id: i64,
+    recipient: &str,
+) -> Result<u64, postgres::Error> {
+    c.execute(
+        "DELETE FROM outbox WHERE kind = $1 AND (user_id = $2 OR recipient = $3)",
+        &[&kind, &user_id, &recipient],
+    )
 }
 
 /// Records a failed attempt and when to try again. `error` must not contain a secret.

@@ -2,8 +2,8 @@
 //!
 //! Buckets, their limits and windows are `crate::limits` (the only place a bucket key is
 //! formatted); each counted event is a row. `take` checks and inserts under a
-//! transaction-scoped advisory lock on the bucket, so concurrent requests on several instances
-//! cannot both take the last slot. Whether a bucket is spent, and the refusal, is decided by
+//! transaction-scoped advisory lock on the bucket, and `take_all` does it for several buckets at
+//! once, so concurrent requests on several instances cannot both take the last slot. Whether a bucket is spent, and the refusal, is decided by
 //! `admission::Budgets`, which is what handlers ask; handlers only count events here.
 
 use super::Sql;
@@ -81,6 +81,39 @@ pub fn first_blocked(
         }
     }
     Ok(None)
+}
+
+/// Takes one place in each of `buckets` for `claim`, all or none (`consoled_rate_take`: under the
+/// buckets' advisory locks, so that concurrent checks on any number of instances never take more
+/// places than there are); one round trip, outside any transaction. `Some((index, wait))` when
+/// bucket `index` is full and nothing was taken.
+pub fn take_all(
+    c: &mut impl Sql,
+    limits: &Limits,
+    buckets: &[Bucket],
+    claim: i64,
+) -> Result<Option<(usize, u64)>, postgres::Error> {
+    let keys: Vec<String> = buckets.iter().map(Bucket::key).collect();
+    let windows: Vec<f64> = buckets.iter().map(|b| b.window().as_secs_f64()).collect();
+    let caps: Vec<i64> = buckets.iter().map(|b| limits.limit(b.kind())).collect();
+    let row = c.query_opt(
+        "SELECT item, wait FROM consoled_rate_take($1, $2, $3, $4)",
+        &[&keys, &windows, &caps, &claim],
+    )?;
+    Ok(row.map(|r| {
+        let (i, wait): (i32, Option<f64>) = (r.get(0), r.get(1));
+        (i as usize, wait.unwrap_or(1.0).ceil().max(1.0) as u64)
+    }))
+}
+
+/// Gives back the places `take_all` took for `claim` in `buckets`.
+pub fn give_back(c: &mut impl Sql, buckets: &[Bucket], claim: i64) -> Result<(), postgres::Error> {
+    let keys: Vec<String> = buckets.iter().map(Bucket::key).collect();
+    c.execute(
+        "DELETE FROM rate_events WHERE bucket = ANY($1) AND claim = $2",
+        &[&keys, &claim],
+    )?;
+    Ok(())
 }
 
 /// Counts one event in each of `buckets`; one round trip.

@@ -119,6 +119,20 @@ pub fn touch(c: &mut impl Sql, id: i64, seen: &Seen) -> Result<(), postgres::Err
     Ok(())
 }
 
+/// Marks sessions as used now, each from where its `Seen` says: one statement for a batch
+/// (`identity::seen`).
+pub fn touch_many(c: &mut impl Sql, used: &[(i64, Seen)]) -> Result<u64, postgres::Error> {
+    let ids: Vec<i64> = used.iter().map(|(id, _)| *id).collect();
+    let addresses: Vec<Option<&str>> = used.iter().map(|(_, s)| s.address.as_deref()).collect();
+    let agents: Vec<&str> = used.iter().map(|(_, s)| s.agent.as_str()).collect();
+    c.execute(
+        "UPDATE sessions s SET last_seen_at = now(), client_address = u.address, user_agent = u.agent
+           FROM unnest($1::bigint[], $2::text[], $3::text[]) AS u(id, address, agent)
+          WHERE s.id = u.id",
+        &[&ids, &addresses, &agents],
+    )
+}
+
 /// Seconds until a session ends unless used again; `None` once it is gone or expired.
 pub fn remaining(
     c: &mut impl Sql,
@@ -238,8 +252,10 @@ pub fn delete_public(
 }
 
 /// Gives a session a new token (the old one stops working at once) and returns it with the
-/// seconds left to the session's absolute end, for the new cookie. The session keeps its id,
-/// so its event streams go on.
+/// seconds left to the session's absolute end, for the new cookie. The session keeps its id
+/// and its place in the owner's list; the event streams opened with the old token end on every
+/// instance (trigger `sessions_rotated`), and a browser's `EventSource` reconnects with the new
+/// cookie.
 pub fn rotate_token(c: &mut impl Sql, id: i64) -> Result<Option<(String, u64)>, postgres::Error> {
     let token = new_token();
     let row = c.query_opt(
@@ -248,4 +264,13 @@ pub fn rotate_token(c: &mut impl Sql, id: i64) -> Result<Option<(String, u64)>, 
         &[&id, &token_hash(&token)],
     )?;
     Ok(row.map(|r| (token, r.get::<_, f64>(0) as u64)))
+}
+
+/// What names the token a stream was opened with, without the token: the first 8 bytes of its
+/// stored hash (`token_hash`), as the `sessions_rotated` trigger sends them.
+pub fn token_tag(hash: &[u8]) -> u64 {
+    let mut first = [0u8; 8];
+    let n = hash.len().min(8);
+    first[..n].copy_from_slice(&hash[..n]);
+    u64::from_be_bytes(first)
 }

@@ -44,8 +44,10 @@ pub fn claim_step(c: &mut impl Sql, user_id: i64, step: u64) -> Result<bool, pos
     Ok(n == 1)
 }
 
-/// Turns the offered secret into the enabled one, recording the step that confirmed it. False
-/// when the offer changed meanwhile or the factor is already enabled (a concurrent request won).
+/// Turns the offered secret into the enabled one, recording the step that confirmed it, and
+/// whether the address was unproven then (`totp_unproven`: a factor a stranger may have set up,
+/// removed when the address's owner proves it, `remove_unproven`). False when the offer changed
+/// meanwhile or the factor is already enabled (a concurrent request won).
 pub fn enable(
     c: &mut impl Sql,
     user_id: i64,
@@ -55,7 +57,7 @@ pub fn enable(
     let step = step as i64;
     let n = c.execute(
         "UPDATE users SET totp_secret = totp_pending, totp_pending = NULL, totp_last_step = $3,
-                          updated_at = now()
+                          totp_unproven = NOT email_verified, updated_at = now()
           WHERE id = $1 AND totp_secret IS NULL AND totp_pending = $2",
         &[&user_id, &offered, &step],
     )?;
@@ -66,9 +68,25 @@ pub fn enable(
 pub fn disable(c: &mut impl Sql, user_id: i64) -> Result<(), postgres::Error> {
     c.execute(
         "UPDATE users SET totp_secret = NULL, totp_pending = NULL, totp_last_step = NULL,
-                          updated_at = now()
+                          totp_unproven = false, updated_at = now()
           WHERE id = $1",
         &[&user_id],
     )?;
     Ok(())
+}
+
+/// Removes the second factor if it was enabled while the address was unproven, and any secret
+/// offered but not yet confirmed; true when an enabled factor was removed.
+pub fn remove_unproven(c: &mut impl Sql, user_id: i64) -> Result<bool, postgres::Error> {
+    let removed = c.execute(
+        "UPDATE users SET totp_secret = NULL, totp_pending = NULL, totp_last_step = NULL,
+                          totp_unproven = false, updated_at = now()
+          WHERE id = $1 AND totp_unproven",
+        &[&user_id],
+    )?;
+    c.execute(
+        "UPDATE users SET totp_pending = NULL WHERE id = $1 AND totp_pending IS NOT NULL",
+        &[&user_id],
+    )?;
+    Ok(removed == 1)
 }

@@ -148,9 +148,15 @@ pub fn update_profile(
 
 /// Gives the account the address its owner has just proven by following the link mailed to it
 /// (so it is verified). False when another account has the address, or the user is gone.
+///
+/// A second factor enabled before the old address was proven (`totp_unproven`) is no longer a
+/// possible stranger's: the one who holds the account, proven by its password or a recent
+/// sign-in, has just proven the address the account now has. So the flag goes, and a later
+/// reset through that address keeps the factor (`auth::take_over_address`).
 pub fn change_email(c: &mut impl Sql, id: i64, email: &str) -> Result<bool, postgres::Error> {
     let n = c.execute(
-        "UPDATE users SET email = $2, email_verified = true, updated_at = now()
+        "UPDATE users SET email = $2, email_verified = true, totp_unproven = false,
+                updated_at = now()
           WHERE id = $1 AND NOT EXISTS (SELECT 1 FROM users WHERE email = $2)",
         &[&id, &email],
     );

@@ -19,8 +19,17 @@ use super::stream::{End, Msg, Signals};
 /// Whose stream it is.
 #[derive(Debug, Clone, Copy)]
 pub enum Scope {
-    Token { token_id: i64, project_id: i64 },
-    Session { session_id: i64, user_id: i64 },
+    Token {
+        token_id: i64,
+        project_id: i64,
+    },
+    Session {
+        session_id: i64,
+        user_id: i64,
+        /// The token the stream was opened with (`db::sessions::token_tag`): a session keeps its
+        /// id when its token is replaced, and the streams of the old token end then.
+        token_tag: u64,
+    },
 }
 
 struct Sub {
@@ -79,9 +88,39 @@ struct Index {
     by_org: HashMap<i64, HashSet<i64>>,
     /// Project -> organization, learnt from the database when a change names only the project.
     project_org: HashMap<i64, i64>,
-    /// Memberships that just ended: the `membership` change announcing it still reaches the
-    /// former member (the trigger sends `u:` first, and the reload already removed the org).
+    /// Memberships that just ended, or organizations just suspended: the `membership` or
+    /// `organization` change announcing it still reaches the former member (the trigger sends
+    /// `u:` first, and the reload already removed the org).
     just_left: HashMap<i64, HashSet<i64>>,
+}
+
+impl Index {
+    /// Indexes stream `id` by its scope. For a session stream whose user has no other stream
+    /// here, the version to pass to `set_orgs` after reading the user's organizations.
+    fn insert(&mut self, id: u64, sub: Arc<Sub>) -> Option<u64> {
+        let scope = sub.scope;
+        self.subs.insert(id, sub);
+        match scope {
+            Scope::Token {
+                token_id,
+                project_id,
+            } => {
+                add(&mut self.by_project, project_id, id);
+                add(&mut self.by_token, token_id, id);
+                None
+            }
+            Scope::Session {
+                session_id,
+                user_id,
+                ..
+            } => {
+                add(&mut self.by_session, session_id, id);
+                let user = self.users.entry(user_id).or_default();
+                user.streams.insert(id);
+                (!user.loaded).then_some(user.version)
+            }
+        }
+    }
 }
 
 pub struct Hub {
@@ -167,28 +206,7 @@ impl Hub {
             rx: rx.clone(),
             signals: signals.clone(),
         });
-        let mut ix = self.lock();
-        ix.subs.insert(id, sub);
-        let needs_orgs = match scope {
-            Scope::Token {
-                token_id,
-                project_id,
-            } => {
-                add(&mut ix.by_project, project_id, id);
-                add(&mut ix.by_token, token_id, id);
-                None
-            }
-            Scope::Session {
-                session_id,
-                user_id,
-            } => {
-                add(&mut ix.by_session, session_id, id);
-                let user = ix.users.entry(user_id).or_default();
-                user.streams.insert(id);
-                (!user.loaded).then_some(user.version)
-            }
-        };
-        drop(ix);
+        let needs_orgs = self.lock().insert(id, sub);
         let subscription = Subscription {
             hub: self.clone(),
             id,
@@ -214,6 +232,7 @@ impl Hub {
             Scope::Session {
                 session_id,
                 user_id,
+                ..
             } => {
                 remove(&mut ix.by_session, session_id, &id);
                 let gone = ix.users.get_mut(&user_id).is_some_and(|u| {
@@ -300,6 +319,12 @@ impl Hub {
         self.lock().project_org.insert(project_id, org_id);
     }
 
+    /// A deleted project: a later change naming only it reaches no session stream (its
+    /// organization is looked up again, and there is none).
+    pub fn forget_project(&self, project_id: i64) {
+        self.lock().project_org.remove(&project_id);
+    }
+
     /// Queues `change` on every stream allowed to see it.
     pub fn route(&self, change: &Change) -> Routed {
         let targets = self.targets(change);
@@ -334,7 +359,7 @@ impl Hub {
         let mut users: Vec<i64> = Vec::new();
         if let Some(org) = org {
             users.extend(ix.by_org.get(&org).into_iter().flatten());
-            if change.kind == "membership" {
+            if change.kind == "membership" || change.kind == "organization" {
                 users.extend(ix.just_left.remove(&org).into_iter().flatten());
             }
         }
@@ -355,20 +380,34 @@ impl Hub {
 
     /// Ends the streams of a session (logout, reset, expiry).
     pub fn end_session(&self, session_id: i64) -> usize {
-        self.end_where(|ix| ix.by_session.get(&session_id))
+        self.end_where(|ix| ix.by_session.get(&session_id), |_| true)
+    }
+
+    /// Ends the streams of a session opened with a token whose tag `ended` picks: the token was
+    /// replaced (password change, second factor, other sessions ended) and the session goes on.
+    pub fn end_session_tokens(&self, session_id: i64, ended: impl Fn(u64) -> bool) -> usize {
+        self.end_where(
+            |ix| ix.by_session.get(&session_id),
+            |scope| matches!(scope, Scope::Session { token_tag, .. } if ended(*token_tag)),
+        )
     }
 
     /// Ends the streams of an API token (revoked or deleted).
     pub fn end_token(&self, token_id: i64) -> usize {
-        self.end_where(|ix| ix.by_token.get(&token_id))
+        self.end_where(|ix| ix.by_token.get(&token_id), |_| true)
     }
 
-    fn end_where(&self, pick: impl Fn(&Index) -> Option<&HashSet<u64>>) -> usize {
+    fn end_where(
+        &self,
+        pick: impl Fn(&Index) -> Option<&HashSet<u64>>,
+        and: impl Fn(&Scope) -> bool,
+    ) -> usize {
         let ix = self.lock();
         let subs: Vec<Arc<Sub>> = pick(&ix)
             .into_iter()
             .flatten()
             .filter_map(|id| ix.subs.get(id).cloned())
+            .filter(|sub| and(&sub.scope))
             .collect();
         drop(ix);
         subs.iter().for_each(|s| s.signals.end(End::Revoked));

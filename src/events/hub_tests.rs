@@ -16,10 +16,15 @@ fn received(sub: &Subscription) -> usize {
 }
 
 fn session(hub: &Arc<Hub>, session_id: i64, user_id: i64, orgs: &[i64]) -> Subscription {
+    tagged(hub, session_id, user_id, orgs, 0)
+}
+
+fn tagged(hub: &Arc<Hub>, session_id: i64, user_id: i64, orgs: &[i64], tag: u64) -> Subscription {
     let (sub, load) = hub.subscribe(
         Scope::Session {
             session_id,
             user_id,
+            token_tag: tag,
         },
         8,
     );
@@ -65,6 +70,7 @@ fn a_stale_org_read_never_overwrites_a_newer_one() {
         Scope::Session {
             session_id: 1,
             user_id: 7,
+            token_tag: 0,
         },
         8,
     );
@@ -117,4 +123,51 @@ fn dropping_the_subscription_cleans_every_index() {
     let ix = hub.lock();
     assert!(ix.subs.is_empty() && ix.users.is_empty() && ix.by_org.is_empty());
     assert!(ix.by_session.is_empty());
+}
+
+/// A session's token replaced: the streams of the old token end, those of the new one and of
+/// other sessions go on (after a reconnect: those of any token but the current one end).
+#[test]
+fn a_replaced_token_ends_only_its_own_streams() {
+    let hub = Arc::new(Hub::new());
+    let old = tagged(&hub, 1, 7, &[100], 11);
+    let new = tagged(&hub, 1, 7, &[100], 22);
+    let other = tagged(&hub, 2, 7, &[100], 11);
+    assert_eq!(hub.end_session_tokens(1, |tag| tag == 11), 1);
+    assert!(old.signals.ended().is_some());
+    assert!(new.signals.ended().is_none() && other.signals.ended().is_none());
+    assert_eq!(hub.end_session_tokens(2, |tag| tag != 33), 1);
+    assert!(other.signals.ended().is_some() && new.signals.ended().is_none());
+}
+
+/// A suspended organization leaves the members' visible organizations (`u:` reloads them): the
+/// `organization` change announcing it still reaches them, then nothing of it.
+#[test]
+fn a_suspended_organization_announces_itself_then_goes_quiet() {
+    let hub = Arc::new(Hub::new());
+    let me = session(&hub, 1, 7, &[100, 200]);
+    let v = hub.begin_reload(7).unwrap();
+    hub.set_orgs(7, &[200], v);
+    hub.route(&change("organization", 100, None, Some(100)));
+    hub.route(&change("organization", 100, None, Some(100)));
+    hub.route(&change("server", 1, None, Some(100)));
+    hub.route(&change("server", 2, None, Some(200)));
+    assert_eq!(received(&me), 2);
+}
+
+/// A deleted project is forgotten: a later change naming only it finds no organization here.
+#[test]
+fn a_deleted_project_is_forgotten() {
+    let hub = Arc::new(Hub::new());
+    let _me = session(&hub, 1, 7, &[100]);
+    hub.remember_project(10, 100);
+    assert_eq!(
+        hub.unknown_project(&change("server", 1, Some(10), None)),
+        None
+    );
+    hub.forget_project(10);
+    assert_eq!(
+        hub.unknown_project(&change("server", 1, Some(10), None)),
+        Some(10)
+    );
 }

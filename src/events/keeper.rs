@@ -1,7 +1,7 @@
 //! The lease keeper thread: renews this instance's one row in `instances` (liveness per instance,
 //! never a row per stream), restores its leases if it had lapsed, forgets instances that died,
-//! deletes the rows of streams that ended, and ends session streams whose session expired. Stream threads hand it their work
-//! through the lease book's channel (`leases`).
+//! deletes the rows of streams that ended, and ends the streams of sessions and API tokens that
+//! expired. Stream threads hand it their work through the lease book's channel (`leases`).
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::Ordering;
@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::RecvTimeoutError;
 
 use super::handles::Core;
-use super::leases::Job;
+use super::leases::{Job, Watched};
 use crate::db::leases::HEARTBEAT;
 use crate::db::{self, leases, sessions};
 
@@ -28,9 +28,9 @@ pub fn start_keeper(core: Arc<Core>) -> std::io::Result<thread::JoinHandle<()>> 
 struct Keeper {
     core: Arc<Core>,
     next_heartbeat: Instant,
-    /// Session deadlines in order, and the deadline of each watched session.
-    due: BTreeSet<(Instant, i64)>,
-    watched: HashMap<i64, Instant>,
+    /// Deadlines of sessions and tokens in order, and the deadline of each one watched.
+    due: BTreeSet<(Instant, Watched)>,
+    watched: HashMap<Watched, Instant>,
     /// Releases that failed (database away), retried at each heartbeat.
     unreleased: Vec<i64>,
 }
@@ -71,7 +71,7 @@ impl Keeper {
             if Instant::now() >= self.next_heartbeat {
                 self.heartbeat();
             }
-            self.check_sessions();
+            self.check_due();
         }
         self.release_all();
     }
@@ -81,20 +81,17 @@ impl Keeper {
         for job in jobs {
             match job {
                 Job::Release(id) => released.push(id),
-                Job::Watch {
-                    session_id,
-                    deadline,
-                } => self.watch(session_id, deadline),
+                Job::Watch { whose, deadline } => self.watch(whose, deadline),
             }
         }
         self.release(released);
     }
 
-    fn watch(&mut self, session_id: i64, deadline: Instant) {
-        if let Some(old) = self.watched.insert(session_id, deadline) {
-            self.due.remove(&(old, session_id));
+    fn watch(&mut self, whose: Watched, deadline: Instant) {
+        if let Some(old) = self.watched.insert(whose, deadline) {
+            self.due.remove(&(old, whose));
         }
-        self.due.insert((deadline, session_id));
+        self.due.insert((deadline, whose));
     }
 
     /// Deletes released rows; on failure they are kept and tried again at the next heartbeat.
@@ -132,33 +129,44 @@ impl Keeper {
         }
     }
 
-    /// Re-checks sessions whose deadline passed: event-stream pings are not activity, but the
-    /// user's other requests are, so the session may live longer than it looked at connect.
-    fn check_sessions(&mut self) {
+    /// Ends what is due: an expired token's streams at once (its expiry is fixed), a session's
+    /// after reading its end again (event-stream pings are not activity, but the user's other
+    /// requests are, so the session may live longer than it looked at connect).
+    fn check_due(&mut self) {
         let now = Instant::now();
-        while let Some(&(at, session_id)) = self.due.first() {
+        while let Some(&(at, whose)) = self.due.first() {
             if at > now {
                 return;
             }
-            self.due.remove(&(at, session_id));
-            self.watched.remove(&session_id);
-            if !self.core.hub.has_session(session_id) {
-                continue;
+            self.due.remove(&(at, whose));
+            self.watched.remove(&whose);
+            match whose {
+                Watched::Session(id) => self.check_session(id, now),
+                Watched::Token(id) => {
+                    let n = self.core.hub.end_token(id);
+                    log::info!("API token expired: {n} event streams ended");
+                }
             }
-            let idle = self.core.session_idle;
-            match self.with_db(|c| sessions::remaining(c, session_id, idle)) {
-                Ok(Some(secs)) => {
-                    let wait = Duration::from_secs_f64(secs.max(1.0));
-                    self.watch(session_id, now + wait);
-                }
-                Ok(None) => {
-                    let n = self.core.hub.end_session(session_id);
-                    log::info!("session expired: {n} event streams ended");
-                }
-                Err(e) => {
-                    db::health::warn(&format!("cannot check a session: {e}"));
-                    self.watch(session_id, now + RECHECK_AFTER_ERROR);
-                }
+        }
+    }
+
+    fn check_session(&mut self, session_id: i64, now: Instant) {
+        if !self.core.hub.has_session(session_id) {
+            return;
+        }
+        let idle = self.core.session_idle;
+        match self.with_db(|c| sessions::remaining(c, session_id, idle)) {
+            Ok(Some(secs)) => {
+                let wait = Duration::from_secs_f64(secs.max(1.0));
+                self.watch(Watched::Session(session_id), now + wait);
+            }
+            Ok(None) => {
+                let n = self.core.hub.end_session(session_id);
+                log::info!("session expired: {n} event streams ended");
+            }
+            Err(e) => {
+                db::health::warn(&format!("cannot check a session: {e}"));
+                self.watch(Watched::Session(session_id), now + RECHECK_AFTER_ERROR);
             }
         }
     }

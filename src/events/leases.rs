@@ -1,7 +1,7 @@
 //! Stream leases. A lease row per open stream enforces the stream limit across instances
 //! (db::leases), counted while its instance is alive; the keeper (`keeper`) renews this
 //! instance's one row in `instances` (never a row per stream), deletes the rows of streams that
-//! ended, and ends session streams whose session expired.
+//! ended, and ends the streams of sessions and API tokens that expired.
 //!
 //! Stream threads never touch the database: they hand their work to the keeper through a channel,
 //! so a stream costs no pooled connection and only a small stack.
@@ -17,7 +17,15 @@ use crate::db::leases::Holder;
 
 pub(super) enum Job {
     Release(i64),
-    Watch { session_id: i64, deadline: Instant },
+    Watch { whose: Watched, deadline: Instant },
+}
+
+/// What the keeper watches for its end: a session (which use may prolong, so its end is read
+/// again when due) or an API token (whose expiry is fixed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub(super) enum Watched {
+    Session(i64),
+    Token(i64),
 }
 
 /// This instance's live leases, and the keeper's inbox.
@@ -57,11 +65,17 @@ impl LeaseBook {
 
     /// Asks the keeper to end a session's streams once the session has expired.
     pub fn watch_session(&self, session_id: i64, remaining: Duration) {
+        self.watch(Watched::Session(session_id), remaining);
+    }
+
+    /// Asks the keeper to end an API token's streams when the token expires.
+    pub fn watch_token(&self, token_id: i64, remaining: Duration) {
+        self.watch(Watched::Token(token_id), remaining);
+    }
+
+    fn watch(&self, whose: Watched, remaining: Duration) {
         let deadline = Instant::now() + remaining;
-        let _ = self.jobs.send(Job::Watch {
-            session_id,
-            deadline,
-        });
+        let _ = self.jobs.send(Job::Watch { whose, deadline });
     }
 
     fn live_set(&self) -> std::sync::MutexGuard<'_, HashMap<i64, Holder>> {

@@ -5,6 +5,8 @@
 //!
 //! When the connection is lost (restart, `pg_terminate_backend`, network) it reconnects with
 //! backoff and tells every open stream to `resync`: changes may have been missed meanwhile.
+//! The checked sessions and tokens (`identity`) are trusted only while it listens, and forget
+//! what each notification names.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -27,6 +29,11 @@ const FIRST_BACKOFF: Duration = Duration::from_millis(100);
 const MAX_BACKOFF: Duration = Duration::from_secs(5);
 /// A connection that lived this long was healthy: the next reconnect starts with a short wait.
 const HEALTHY: Duration = Duration::from_secs(5);
+/// How often an idle listener asks whether its server still takes writes. A primary demoted or
+/// fenced read-only in a failover stays up, and no change is committed (so none announced)
+/// there any more: the listener must move to the new primary rather than wait for this one to
+/// go away.
+const WRITABLE_CHECK: Duration = Duration::from_secs(1);
 
 /// `application_name` of the listening connection (visible in `pg_stat_activity`).
 pub fn application_name(instance_id: &str) -> String {
@@ -47,16 +54,14 @@ pub fn start(core: Arc<Core>, ready_within: Duration) -> std::io::Result<thread:
 }
 
 fn run(core: &Core, ready: &crossbeam_channel::Sender<()>) {
-    let name = application_name(&core.hub.leases.instance_id);
     let mut backoff = FIRST_BACKOFF;
     let mut connected_once = false;
     while !core.stopping.load(Ordering::SeqCst) {
         let started = Instant::now();
-        let connected = core
-            .listen_db
-            .clone()
-            .application_name(&name)
-            .connect(postgres::NoTls)
+        let target = &core.listen_db;
+        let connected = target
+            .pg
+            .connect(target.tls.clone())
             .map_err(|e| crate::db::health::cause(&e));
         match connected {
             Ok(mut client) => {
@@ -75,6 +80,8 @@ fn run(core: &Core, ready: &crossbeam_channel::Sender<()>) {
             }
             Err(e) => crate::db::health::failed("change listener", &e),
         }
+        // News may be missed until it listens again: checks go to the database meanwhile.
+        core.checked.distrust();
         if started.elapsed() >= HEALTHY {
             backoff = FIRST_BACKOFF;
         }
@@ -96,6 +103,7 @@ fn listen(
     client: &mut Client,
     ready: &crossbeam_channel::Sender<()>,
 ) -> Result<(), String> {
+    writable(client)?;
     client
         .batch_execute(&format!(
             "LISTEN {CHANGE_CHANNEL}; LISTEN {CONTROL_CHANNEL}"
@@ -104,11 +112,13 @@ fn listen(
     // Streams being opened while nobody listened read their principal again.
     core.hub.journal.record(Mark::Reset);
     refresh(core, client).map_err(|e| crate::db::health::cause(&e))?;
+    core.checked.trust();
     let streams = core.hub.resync_all();
     if streams > 0 {
         log::info!("change listener connected: {streams} streams told to resync");
     }
     let _ = ready.try_send(());
+    let mut checked = Instant::now();
     while !core.stopping.load(Ordering::SeqCst) {
         let first = client.notifications().timeout_iter(POLL).next();
         let batch = match first {
@@ -124,11 +134,29 @@ fn listen(
             }
             Err(e) => return Err(crate::db::health::cause(&e)),
             Ok(None) if client.is_closed() => return Err("connection closed".into()),
+            Ok(None) if checked.elapsed() >= WRITABLE_CHECK => {
+                writable(client)?;
+                checked = Instant::now();
+                continue;
+            }
             Ok(None) => continue,
         };
         for n in batch {
             handle(core, client, &n).map_err(|e| crate::db::health::cause(&e))?;
         }
+    }
+    Ok(())
+}
+
+/// `Err` when the server takes no writes (a standby, or a primary demoted or fenced): changes
+/// are committed, and announced, elsewhere.
+fn writable(client: &mut Client) -> Result<(), String> {
+    if crate::db::read_only(client).map_err(|e| crate::db::health::cause(&e))? {
+        return Err(
+            "the database server is read-only now (a standby, or a primary demoted or \
+                    fenced in a failover): listening elsewhere"
+                .into(),
+        );
     }
     Ok(())
 }
@@ -147,8 +175,12 @@ fn refresh(core: &Core, client: &mut Client) -> Result<(), postgres::Error> {
     }
     let (sessions, tokens) = core.hub.principals();
     let live = visibility::live_sessions(client, &sessions)?;
-    for id in sessions.iter().filter(|id| !live.contains(id)) {
-        core.hub.end_session(*id);
+    for id in sessions {
+        match live.get(&id) {
+            None => core.hub.end_session(id),
+            // Its token may have been replaced meanwhile.
+            Some(current) => core.hub.end_session_tokens(id, |tag| tag != *current),
+        };
     }
     let live = visibility::live_tokens(client, &tokens)?;
     for id in tokens.iter().filter(|id| !live.contains(id)) {
@@ -184,8 +216,14 @@ fn change(core: &Core, client: &mut Client, payload: &str) -> Result<(), postgre
     if let (true, Some(project), Some(org)) =
         (change.kind == "project", change.project_id, change.org_id)
     {
-        core.hub.remember_project(project, org);
+        if change.op == "delete" {
+            core.hub.forget_project(project);
+        } else {
+            core.hub.remember_project(project, org);
+        }
     }
+    core.checked
+        .heard_change(&change.kind, change.id, &change.op);
     if let Some(project) = core.hub.unknown_project(&change) {
         if let Some(org) = visibility::org_of_project(client, project)? {
             core.hub.remember_project(project, org);
@@ -200,27 +238,41 @@ fn change(core: &Core, client: &mut Client, payload: &str) -> Result<(), postgre
     Ok(())
 }
 
-/// `s:<session id>`, `t:<token id>`: end those streams. `u:<user id>`: the user's memberships
-/// changed; reload them before routing the change that follows.
+/// `s:<session id>`, `t:<token id>`: end those streams. `r:<session id>:<tag>`: the session's
+/// token was replaced; end the streams opened with the old one (`tag`, 16 hex digits).
+/// `u:<user id>`: the user's memberships changed; reload them before routing the change that
+/// follows. Each is also forgotten by the checked credentials (`identity`).
 fn control(core: &Core, client: &mut Client, payload: &str) -> Result<(), postgres::Error> {
-    let Some((kind, id)) = payload
-        .split_once(':')
-        .and_then(|(k, id)| Some((k, id.parse::<i64>().ok()?)))
-    else {
+    let (kind, rest) = payload.split_once(':').unwrap_or((payload, ""));
+    let (id, tag) = rest.split_once(':').unwrap_or((rest, ""));
+    let Ok(id) = id.parse::<i64>() else {
         log::warn!("ignored a malformed control notification");
         return Ok(());
     };
     match kind {
         "s" => {
             core.hub.journal.record(Mark::Session(id));
+            core.checked.forget_session(id);
             core.hub.end_session(id);
+        }
+        "r" => {
+            // The old token stops passing checks at once, whatever its tag says.
+            core.checked.forget_session(id);
+            let Ok(tag) = u64::from_str_radix(tag, 16) else {
+                log::warn!("ignored a malformed control notification");
+                return Ok(());
+            };
+            core.hub.journal.record(Mark::Session(id));
+            core.hub.end_session_tokens(id, |t| t == tag);
         }
         "t" => {
             core.hub.journal.record(Mark::Token(id));
+            core.checked.forget_token(id);
             core.hub.end_token(id);
         }
         "u" => {
             core.hub.journal.record(Mark::User(id));
+            core.checked.forget_user(id);
             if let Some(version) = core.hub.begin_reload(id) {
                 let orgs = visibility::orgs_of(client, &[id])?.remove(&id);
                 core.hub.set_orgs(id, &orgs.unwrap_or_default(), version);

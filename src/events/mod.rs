@@ -22,7 +22,7 @@ mod stream_tests;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use crate::admission::{PrincipalPlace, Slot, Ticket};
+use crate::admission::{PrincipalPlace, SharePlace, StreamPlace};
 use crate::metrics::Metrics;
 
 pub use change::Change;
@@ -42,7 +42,7 @@ pub struct StreamPlan {
     _lease: Lease,
     /// The instance's stream place, the client's share and the principal's place here, held
     /// while the stream lives.
-    _admitted: (Slot, Ticket, PrincipalPlace),
+    _admitted: (StreamPlace, SharePlace, PrincipalPlace),
     timing: Timing,
 }
 
@@ -51,7 +51,7 @@ impl StreamPlan {
     pub fn new(
         sub: Subscription,
         lease: Lease,
-        admitted: (Slot, Ticket, PrincipalPlace),
+        admitted: (StreamPlace, SharePlace, PrincipalPlace),
         timing: Timing,
         metrics: Arc<Metrics>,
     ) -> StreamPlan {

@@ -16,7 +16,15 @@
 //! Each hash thread allocates its 19 MiB of argon2 blocks once and reuses them: letting the
 //! library allocate per hash left glibc holding several freed 19 MiB chunks per arena (we measured
 //! 200 MB resident after 20 logins), so hash memory is now exactly threads × 19 MiB.
+//!
+//! A password is hashed and compared in its normalised form (`normalise`: Unicode NFC), so that
+//! one typed on another keyboard (precomposed or decomposed accents) still matches. Hashes made
+//! before normalisation are of the form as typed: `verify` tries that form too when it differs
+//! (`Verdict::RightAsTyped`), in the same job and for every account alike.
 pub mod fair;
+mod form;
+
+pub use form::{normalise, Verdict};
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -32,13 +40,15 @@ use fair::{FairQueue, Pushed};
 
 enum Work {
     Hash(String),
-    /// `None`: no stored hash (unknown address, or an account without a password).
-    Verify(String, Option<String>),
+    /// The forms of a typed password to compare (normalised first, then as typed when it
+    /// differs) and the stored hash; `None`: no stored hash (unknown address, or an account
+    /// without a password).
+    Verify(Vec<String>, Option<String>),
 }
 
 enum Done {
     Hashed(Result<String, String>),
-    Verified(bool),
+    Verified(Verdict),
 }
 
 /// A waiting job; its reply is `None` when a fairer claim took its place.
@@ -114,24 +124,31 @@ impl Hasher {
         Err(self.refuse())
     }
 
+    /// Hashes the normalised form of `password`.
     pub fn hash(&self, client: Client, password: &str) -> Result<String, ApiError> {
-        match self.submit(client, Work::Hash(password.to_string()))? {
+        let work = Work::Hash(normalise(password).into_owned());
+        match self.submit(client, work)? {
             Done::Hashed(r) => r.map_err(ApiError::internal),
             Done::Verified(_) => Err(ApiError::internal("hash thread mixed up a reply")),
         }
     }
 
-    /// Verifies `password` against `stored`; with `None` the same work is done against a dummy
-    /// hash and the answer is false.
+    /// Verifies a typed `password` against `stored`: its normalised form, and the form as typed
+    /// when that differs (a hash made before normalisation). With `None` the same work is done
+    /// against a dummy hash and the answer is `Wrong`.
     pub fn verify(
         &self,
         client: Client,
         password: &str,
         stored: Option<&str>,
-    ) -> Result<bool, ApiError> {
-        let work = Work::Verify(password.to_string(), stored.map(str::to_string));
-        match self.submit(client, work)? {
-            Done::Verified(ok) => Ok(ok),
+    ) -> Result<Verdict, ApiError> {
+        let normal = normalise(password);
+        let mut forms = vec![normal.to_string()];
+        if normal != password {
+            forms.push(password.to_string());
+        }
+        match self.submit(client, Work::Verify(forms, stored.map(str::to_string)))? {
+            Done::Verified(verdict) => Ok(verdict),
             Done::Hashed(_) => Err(ApiError::internal("hash thread mixed up a reply")),
         }
     }
@@ -164,10 +181,17 @@ fn busy() -> ApiError {
 fn run(work: Work, dummy: &str, memory: &mut Memory) -> Done {
     match work {
         Work::Hash(password) => Done::Hashed(memory.hash(&password)),
-        Work::Verify(password, Some(stored)) => Done::Verified(memory.verify(&password, &stored)),
-        Work::Verify(password, None) => {
-            memory.verify(&password, dummy);
-            Done::Verified(false)
+        Work::Verify(forms, stored) => {
+            // Every form is compared, whatever the first gave, so that the work depends only on
+            // what was typed.
+            let against = stored.as_deref().unwrap_or(dummy);
+            let matched: Vec<bool> = forms.iter().map(|f| memory.verify(f, against)).collect();
+            Done::Verified(match (stored, matched.as_slice()) {
+                (None, _) => Verdict::Wrong,
+                (Some(_), [true, ..]) => Verdict::Right,
+                (Some(_), [_, true]) => Verdict::RightAsTyped,
+                _ => Verdict::Wrong,
+            })
         }
     }
 }
@@ -259,12 +283,45 @@ mod tests {
             stored.starts_with("$argon2id$v=19$m=19456,t=2,p=1$"),
             "{stored}"
         );
-        assert!(h.verify(c, "correct horse battery", Some(&stored)).unwrap());
-        assert!(!h.verify(c, "wrong password!", Some(&stored)).unwrap());
-        assert!(!h.verify(c, "anything at all", None).unwrap());
-        assert!(!h
-            .verify(c, "anything at all", Some("not a phc string"))
-            .unwrap());
+        let verify = |p: &str, stored: Option<&str>| h.verify(c, p, stored).unwrap();
+        assert_eq!(
+            verify("correct horse battery", Some(&stored)),
+            Verdict::Right
+        );
+        assert_eq!(verify("wrong password!", Some(&stored)), Verdict::Wrong);
+        assert_eq!(verify("anything at all", None), Verdict::Wrong);
+        assert_eq!(
+            verify("anything at all", Some("not a phc string")),
+            Verdict::Wrong
+        );
+    }
+
+    /// A password is hashed normalised and found however it is typed; a hash of an
+    /// un-normalised form (made before normalisation) is found as typed only.
+    #[test]
+    fn passwords_compare_in_their_normalised_form() {
+        let (decomposed, composed) = ("cafe\u{301} au lait", "caf\u{e9} au lait");
+        assert_eq!(normalise(decomposed), composed);
+        let h = Hasher::start(1, 4);
+        let c = client("10.0.0.3");
+        let stored = h.hash(c, decomposed).unwrap();
+        assert_eq!(
+            h.verify(c, composed, Some(&stored)).unwrap(),
+            Verdict::Right
+        );
+        assert_eq!(
+            h.verify(c, decomposed, Some(&stored)).unwrap(),
+            Verdict::Right
+        );
+        let legacy = hash_blocking(decomposed).unwrap();
+        assert_eq!(
+            h.verify(c, decomposed, Some(&legacy)).unwrap(),
+            Verdict::RightAsTyped
+        );
+        assert_eq!(
+            h.verify(c, composed, Some(&legacy)).unwrap(),
+            Verdict::Wrong
+        );
     }
 
     #[test]

@@ -36,6 +36,23 @@ impl Fields {
         }
     }
 
+    /// An optional whole number within `range` (absent or null is `None`).
+    pub fn optional_integer(
+        &self,
+        name: &str,
+        range: std::ops::RangeInclusive<u64>,
+    ) -> Result<Option<u64>, ApiError> {
+        let rule = || format!("a whole number from {} to {}", range.start(), range.end());
+        match self.0.get(name) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::Number(n)) => match n.as_u64() {
+                Some(v) if range.contains(&v) => Ok(Some(v)),
+                _ => Err(ApiError::invalid(name, &rule())),
+            },
+            Some(_) => Err(ApiError::invalid(name, &rule())),
+        }
+    }
+
     /// A required string field.
     pub fn string(&self, name: &str) -> Result<&str, ApiError> {
         match self.0.get(name) {
@@ -96,11 +113,14 @@ fn email_form_ok(email: &str) -> bool {
     local_ok && domain_ok
 }
 
-/// A new password: 10 to 128 characters (Unicode scalar values).
+/// A new password in its normalised form (`hashing::normalise`: NFC, the form that is hashed):
+/// 10 to 128 characters (Unicode scalar values) in that form, so that the rules judge one
+/// password alike however it was typed.
 pub struct Password(String);
 
 impl Password {
     pub fn parse(raw: &str, field: &str) -> Result<Password, ApiError> {
+        let raw = crate::hashing::normalise(raw);
         let n = raw.chars().count();
         if n < 10 {
             return Err(ApiError::invalid(field, "at least 10 characters"));
@@ -108,7 +128,7 @@ impl Password {
         if n > 128 {
             return Err(ApiError::invalid(field, "at most 128 characters"));
         }
-        Ok(Password(raw.to_string()))
+        Ok(Password(raw.into_owned()))
     }
 
     pub fn as_str(&self) -> &str {
@@ -116,7 +136,8 @@ impl Password {
     }
 }
 
-/// A display name: 1 to 100 characters after trimming, no control characters.
+/// A display name: 1 to 100 characters after trimming, no control characters, and what
+/// `names` asks (no bidirectional overrides or isolates, not only invisible characters).
 pub fn parse_name(raw: &str) -> Result<String, ApiError> {
     let name = raw.trim();
     let n = name.chars().count();
@@ -128,6 +149,9 @@ pub fn parse_name(raw: &str) -> Result<String, ApiError> {
     }
     if name.chars().any(char::is_control) {
         return Err(ApiError::invalid("name", "no control characters"));
+    }
+    if let Some(rule) = super::names::refusal(name) {
+        return Err(ApiError::invalid("name", rule));
     }
     Ok(name.to_string())
 }
@@ -151,6 +175,16 @@ mod tests {
             assert_eq!(Fields::parse(bad).err().unwrap().code, Code::InvalidInput);
         }
         assert!(Fields::parse(b"  ").is_ok());
+        let f = Fields::parse(br#"{"n": 5, "big": 1e3, "neg": -1, "s": "5"}"#).unwrap();
+        assert_eq!(f.optional_integer("n", 1..=10).unwrap(), Some(5));
+        assert_eq!(f.optional_integer("none", 1..=10).unwrap(), None);
+        for bad in ["big", "neg", "s"] {
+            let e = f.optional_integer(bad, 1..=10).unwrap_err();
+            assert_eq!(
+                e.more.message,
+                format!("{bad}: a whole number from 1 to 10")
+            );
+        }
     }
 
     #[test]
@@ -200,5 +234,15 @@ mod tests {
         assert!(parse_name(&"n".repeat(100)).is_ok());
         assert!(parse_name(&"n".repeat(101)).is_err());
         assert!(parse_name("a\u{0}b").is_err());
+        assert!(parse_name("a\u{202e}b").is_err());
+        assert!(parse_name(" \u{200b} ").is_err());
+        // Length and the rules judge the normalised form: 10 decomposed letters are 5.
+        assert!(Password::parse(&"e\u{301}".repeat(5), "password").is_err());
+        assert_eq!(
+            Password::parse(&"e\u{301}".repeat(10), "password")
+                .unwrap()
+                .as_str(),
+            "\u{e9}".repeat(10)
+        );
     }
 }

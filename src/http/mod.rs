@@ -7,6 +7,7 @@ pub mod cookies;
 pub mod csrf;
 pub mod framing;
 pub mod json;
+pub mod names;
 pub mod net;
 pub mod refusal;
 pub mod user_agent;
@@ -240,7 +241,7 @@ impl Response {
         if let Some(allow) = &e.more.allow {
             r.headers.push(("Allow".into(), allow.clone()));
         }
-        if let Some(cookie) = &e.more.set_cookie {
+        for cookie in &e.more.set_cookies {
             r.headers.push(("Set-Cookie".into(), cookie.clone()));
         }
         r

@@ -18,7 +18,8 @@ pub(super) fn template(
         "email_change" => Mail {
             subject: "Confirm your new email address",
             intro: "Someone signed in to a console account asked to move it to this address. To \
-                    confirm the address and make the change, open this link:",
+                    confirm the address and make the change, open this link:"
+                .into(),
             link: link?,
             outro: "The link works once and expires in 24 hours; a newer request replaces it. \
                     Until it is opened the account keeps its current address. If you did not \
@@ -31,7 +32,8 @@ pub(super) fn template(
             subject: "Someone tried to use your email address",
             intro: "Someone signed in to another console account asked to move it to this \
                     address. An account with this address exists already, so nothing was \
-                    changed. Your account is here:",
+                    changed. Your account is here:"
+                .into(),
             link: sign_in,
             outro: "There is nothing to do.",
             facts: Vec::new(),
@@ -39,7 +41,8 @@ pub(super) fn template(
         "email_changed" => Mail {
             subject: "Your email address was changed",
             intro: "The email address of your console account was changed; mail for the account \
-                    now goes to the new address.",
+                    now goes to the new address."
+                .into(),
             link: sign_in,
             outro: "If this wasn't you, someone else controls your account: tell the console's \
                     operator at once.",
@@ -49,7 +52,8 @@ pub(super) fn template(
             subject: "Your console account was deleted",
             intro: "Your console account was deleted, with its sessions, its personal \
                     organization and that organization's projects. To use the console again, \
-                    sign up anew:",
+                    sign up anew:"
+                .into(),
             link: console_url.to_string(),
             outro: "If this wasn't you, tell the console's operator.",
             facts: facts(details),

@@ -10,7 +10,7 @@ use postgres::{Client, Transaction};
 
 use crate::app::App;
 use crate::db::mail_tokens::{self};
-use crate::db::{self, outbox, users};
+use crate::db::{self, invitations, outbox, users};
 use crate::http::json::Email;
 
 use super::templates::{template, token_kind};
@@ -116,6 +116,22 @@ fn deliver_next(app: &App, mailer: &Mailer, client: &mut Client) -> Result<bool,
         return Ok(false);
     };
     match attempt(app, mailer, &mut tx, &due)? {
+        // A reset asked for by address (`forgot`): mailed, or dropped because the address has
+        // no account. Which of the two is neither counted nor logged apart (issue 37, item 4):
+        // whoever asked must not learn it, through the metrics or anyone who reads the log.
+        // (Other mails without a user, an invitation or a notice to an address an account has
+        // left, are mails like any other.)
+        Outcome::Sent | Outcome::Obsolete
+            if due.user_id.is_none() && due.kind == "password_reset" =>
+        {
+            outbox::delete(&mut tx, due.id)?;
+            app.metrics.reset_requests.fetch_add(1, Ordering::Relaxed);
+            log::info!(
+                "reset request handled kind={} outbox_id={}",
+                due.kind,
+                due.id
+            );
+        }
         Outcome::Sent => {
             outbox::delete(&mut tx, due.id)?;
             app.metrics.mails_sent.fetch_add(1, Ordering::Relaxed);
@@ -131,6 +147,13 @@ fn deliver_next(app: &App, mailer: &Mailer, client: &mut Client) -> Result<bool,
     Ok(true)
 }
 
+/// A mail ready to send, with its token link (for the development log), or why there is none.
+enum Built {
+    Ready(super::templates::Mail, Option<String>),
+    Obsolete,
+    Failed(SendError),
+}
+
 /// Builds and sends the mail of a row. The token is stored in a savepoint that survives only a
 /// successful send: a failed attempt leaves no live token behind.
 fn attempt(
@@ -139,47 +162,19 @@ fn attempt(
     tx: &mut Transaction<'_>,
     due: &outbox::Due,
 ) -> Result<Outcome, postgres::Error> {
-    let user = match due.user_id {
-        Some(id) => users::find(tx, id)?,
-        // Queued by address (password forgot): the account is looked up only now.
-        None => users::find_by_email(tx, &Email::normalise(&due.recipient))?,
-    };
-    let obsolete = match due.kind.as_str() {
-        "verify_email" => user.as_ref().is_none_or(|u| u.email_verified),
-        // A disabled account gets no link that could lead back in.
-        "password_reset" => user.as_ref().is_none_or(|u| u.disabled_at.is_some()),
-        "email_change" => user
-            .as_ref()
-            .is_none_or(|u| u.disabled_at.is_some() || u.email == due.recipient),
-        _ => false,
-    };
-    if obsolete {
-        return Ok(Outcome::Obsolete);
-    }
-    let kind = mailed_kind(tx, due)?;
     let mut savepoint = tx.transaction()?;
-    let link = match (token_kind(&due.kind), &user) {
-        (Some((purpose, page)), Some(user)) => {
-            let token = mail_tokens::create(&mut savepoint, user.id, purpose, &due.recipient)?;
-            Some(format!("{}/{page}?token={token}", app.config.console_url))
-        }
-        (Some(_), None) => {
-            return Ok(Outcome::Failed(SendError::permanent("no such user".into())));
-        }
-        (None, _) => None,
-    }
-    .filter(|_| kind == due.kind);
+    let built = match due.kind.as_str() {
+        "invitation" => invitation_mail(app, &mut savepoint, due)?,
+        _ => account_mail(app, mailer, &mut savepoint, due)?,
+    };
+    let (mail, link) = match built {
+        Built::Ready(mail, link) => (mail, link),
+        Built::Obsolete => return Ok(Outcome::Obsolete),
+        Built::Failed(e) => return Ok(Outcome::Failed(e)),
+    };
     // Local development (`make run`): the link, token included, so that nobody decodes a
     // quoted-printable `.eml` by eye. Config refuses this setting together with SMTP.
-    let dev_link = link.clone().filter(|_| app.config.mail_log_links);
-    let console = &app.config.console_url;
-    let Some(mail) = template(kind, console, link, due.details.as_ref()) else {
-        // Perhaps a newer instance's kind: leave the row for it, with backoff.
-        return Ok(Outcome::Failed(SendError::transient(format!(
-            "unknown mail kind {:?}",
-            due.kind
-        ))));
-    };
+    let dev_link = link.filter(|_| app.config.mail_log_links);
     match mailer.send(&due.recipient, &mail) {
         Ok(()) => {
             savepoint.commit()?;
@@ -200,15 +195,99 @@ fn attempt(
 /// a note to its owner, without the link: the link is still minted (and never sent), so that
 /// nothing the asker can read (the answer, the export's mailed links) tells the two apart.
 fn mailed_kind<'a>(
-    tx: &mut Transaction<'_>,
+    c: &mut Transaction<'_>,
     due: &'a outbox::Due,
 ) -> Result<&'a str, postgres::Error> {
     if due.kind == "email_change"
-        && users::find_by_email(tx, &Email::normalise(&due.recipient))?.is_some()
+        && users::find_by_email(c, &Email::normalise(&due.recipient))?.is_some()
     {
         return Ok("email_change_taken");
     }
     Ok(&due.kind)
+}
+
+/// A mail to an account (or, for a reset, to an address that may have one).
+fn account_mail(
+    app: &App,
+    mailer: &Mailer,
+    c: &mut Transaction<'_>,
+    due: &outbox::Due,
+) -> Result<Built, postgres::Error> {
+    let user = match due.user_id {
+        Some(id) => users::find(c, id)?,
+        // Queued by address (password forgot): the account is looked up only now, once the mail
+        // server answers. So an outage fails (counted, logged, retried) the requests of every
+        // address alike, not only of those that have an account.
+        None => {
+            if let Err(e) = mailer.probe() {
+                return Ok(Built::Failed(e));
+            }
+            users::find_by_email(c, &Email::normalise(&due.recipient))?
+        }
+    };
+    if obsolete(due, user.as_ref()) {
+        return Ok(Built::Obsolete);
+    }
+    let kind = mailed_kind(c, due)?;
+    let link = match (token_kind(&due.kind), &user) {
+        (Some((purpose, page)), Some(user)) => {
+            let token = mail_tokens::create(c, user.id, purpose, &due.recipient)?;
+            Some(format!("{}/{page}?token={token}", app.config.console_url))
+        }
+        (Some(_), None) => {
+            return Ok(Built::Failed(SendError::permanent("no such user".into())));
+        }
+        (None, _) => None,
+    }
+    .filter(|_| kind == due.kind);
+    let console = &app.config.console_url;
+    Ok(
+        match template(kind, console, link.clone(), due.details.as_ref()) {
+            Some(mail) => Built::Ready(mail, link),
+            // Perhaps a newer instance's kind: leave the row for it, with backoff.
+            None => Built::Failed(SendError::transient(format!(
+                "unknown mail kind {:?}",
+                due.kind
+            ))),
+        },
+    )
+}
+
+/// Whether a row's mail is no longer needed: an address verified meanwhile, a reset for an
+/// address without an account, an address change made or void meanwhile. A disabled account
+/// gets no link that could lead back in.
+fn obsolete(due: &outbox::Due, user: Option<&users::User>) -> bool {
+    match due.kind.as_str() {
+        "verify_email" => user.is_none_or(|u| u.email_verified),
+        "password_reset" => user.is_none_or(|u| u.disabled_at.is_some()),
+        "email_change" => user.is_none_or(|u| u.disabled_at.is_some() || u.email == due.recipient),
+        _ => false,
+    }
+}
+
+/// An invitation's mail, with a new link token; none once it was used, cancelled or expired.
+fn invitation_mail(
+    app: &App,
+    c: &mut Transaction<'_>,
+    due: &outbox::Due,
+) -> Result<Built, postgres::Error> {
+    let Some(id) = due.invitation_id else {
+        return Ok(Built::Failed(SendError::permanent(
+            "an invitation mail without its invitation".into(),
+        )));
+    };
+    let Some(invite) = invitations::to_mail(c, id)? else {
+        return Ok(Built::Obsolete);
+    };
+    // Cancelled or replaced since: no mail.
+    let Some(token) = invitations::set_token(c, id)? else {
+        return Ok(Built::Obsolete);
+    };
+    let link = format!("{}/invitation?token={token}", app.config.console_url);
+    Ok(Built::Ready(
+        super::templates::invitation(link.clone(), &invite),
+        Some(link),
+    ))
 }
 
 /// Records a failed attempt: retry later, or give up on a mail the server refuses for good.

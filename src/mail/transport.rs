@@ -74,6 +74,26 @@ impl Mailer {
     }
 }
 
+impl Mailer {
+    /// Whether the mail server takes a conversation now (SMTP: connect, greeting, `NOOP`, `QUIT`;
+    /// files: always).
+    pub(super) fn probe(&self) -> Result<(), SendError> {
+        match &self.transport {
+            Transport::Smtp(t) => match t.test_connection() {
+                Ok(true) => Ok(()),
+                Ok(false) => Err(SendError::transient(
+                    "smtp: the server did not answer NOOP".into(),
+                )),
+                Err(e) => Err(SendError {
+                    permanent: e.is_permanent(),
+                    message: format!("smtp: {e}"),
+                }),
+            },
+            Transport::Files(_) => Ok(()),
+        }
+    }
+}
+
 fn smtp_transport(url: &str) -> Result<SmtpTransport, String> {
     // lettre's own error text names neither the password nor the whole URL; the URL is shown
     // with its password hidden.

@@ -8,8 +8,9 @@ use std::time::Duration;
 use serde_json::{Map, Value};
 
 use super::{printable, Declined};
+use crate::config::oidc::TokenAuth;
 use crate::config::ProviderConfig;
-use crate::http::form_decode;
+use crate::http::{form_decode, percent_encode};
 
 /// Provider answers are small; anything bigger is not one.
 const MAX_ANSWER: u64 = 256 * 1024;
@@ -39,6 +40,8 @@ pub struct Answer {
 /// The code exchange of one callback.
 pub struct Exchange<'a> {
     pub config: &'a ProviderConfig,
+    /// How the client authenticates at the token endpoint (Google and GitHub: in the form).
+    pub auth: TokenAuth,
     pub code: &'a str,
     pub redirect_uri: String,
     pub verifier: &'a str,
@@ -48,18 +51,27 @@ pub struct Exchange<'a> {
 impl Exchange<'_> {
     /// Trades the code for tokens (RFC 6749 4.1.3 with the PKCE verifier); the token answer.
     pub fn tokens(&self) -> Result<Map<String, Value>, Declined> {
-        let form = [
+        let config = self.config;
+        let mut form = vec![
             ("grant_type", "authorization_code"),
             ("code", self.code),
             ("redirect_uri", &self.redirect_uri),
-            ("client_id", &self.config.client_id),
-            ("client_secret", &self.config.client_secret),
             ("code_verifier", self.verifier),
         ];
-        let request = agent()
-            .post(&self.config.token_url)
+        let mut request = agent()
+            .post(&config.token_url)
             // GitHub answers form-encoded unless asked for JSON; `Answer` reads both.
-            .header("Accept", "application/json")
+            .header("Accept", "application/json");
+        match self.auth {
+            TokenAuth::Post => {
+                form.push(("client_id", &config.client_id));
+                form.push(("client_secret", &config.client_secret));
+            }
+            TokenAuth::Basic => {
+                request = request.header("Authorization", basic(config));
+            }
+        }
+        let request = request
             .config()
             .timeout_global(Some(self.timeout))
             .timeout_connect(Some(self.timeout))
@@ -102,6 +114,38 @@ impl Exchange<'_> {
     }
 }
 
+/// RFC 6749 2.3.1: `client_secret_basic`, each part form-encoded before base64.
+fn basic(config: &ProviderConfig) -> String {
+    use base64::Engine;
+    let pair = format!(
+        "{}:{}",
+        percent_encode(&config.client_id),
+        percent_encode(&config.client_secret)
+    );
+    format!(
+        "Basic {}",
+        base64::engine::general_purpose::STANDARD.encode(pair)
+    )
+}
+
+/// GET of a public JSON document (a discovery document, a key set): 200 and a JSON object, else
+/// the reason, for the log.
+pub fn fetch_json(url: &str, timeout: Duration) -> Result<Value, String> {
+    let request = agent()
+        .get(url)
+        .header("Accept", "application/json")
+        .config()
+        .timeout_global(Some(timeout))
+        .timeout_connect(Some(timeout))
+        .build();
+    let answer = read(request.call(), url).map_err(|d| d.reason)?;
+    match answer.fields {
+        _ if answer.status != 200 => Err(format!("{url}: status {}", answer.status)),
+        fields @ Value::Object(_) => Ok(fields),
+        _ => Err(format!("{url}: the answer is not a JSON object")),
+    }
+}
+
 fn read(
     result: Result<ureq::http::Response<ureq::Body>, ureq::Error>,
     what: &str,
@@ -136,6 +180,19 @@ pub fn parse_fields(body: &str) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn basic_credentials_are_form_encoded_first() {
+        let config = ProviderConfig {
+            client_id: "my app".into(),
+            client_secret: "s:e/c+r".into(),
+            auth_url: String::new(),
+            token_url: String::new(),
+            api_url: String::new(),
+        };
+        // base64("my%20app:s%3Ae%2Fc%2Br")
+        assert_eq!(basic(&config), "Basic bXklMjBhcHA6cyUzQWUlMkZjJTJCcg==");
+    }
 
     #[test]
     fn reads_json_and_form_answers() {

@@ -8,8 +8,8 @@
 use serde_json::Value;
 
 use super::client::Exchange;
-use super::{Declined, Identity};
-use crate::crypto::{b64url_decode, constant_time_eq, unix_now};
+use super::{claims, Declined, Identity};
+use crate::crypto::{b64url_decode, unix_now};
 use crate::http::json::Email;
 
 const ISSUERS: [&str; 2] = ["https://accounts.google.com", "accounts.google.com"];
@@ -56,47 +56,19 @@ fn decode_claims(jwt: &str) -> Result<Value, Declined> {
     }
 }
 
-/// OpenID Connect Core 3.1.3.7 steps 2, 3, 9 and 11 (the ones that apply without keys).
+/// OpenID Connect Core 3.1.3.7's checks that apply without keys (`claims::check`).
 fn check_claims(claims: &Value, client_id: &str, nonce: &str, now: u64) -> Result<(), Declined> {
-    let iss = claims["iss"].as_str().unwrap_or_default();
-    if !ISSUERS.contains(&iss) {
-        return Err(Declined::failed(format!(
-            "google: wrong iss {:?}",
-            super::printable(iss)
-        )));
-    }
-    if !audience_ok(claims, client_id) {
-        return Err(Declined::failed("google: wrong aud"));
-    }
-    match claims["exp"].as_f64() {
-        Some(exp) if exp > now as f64 => {}
-        _ => return Err(Declined::failed("google: id_token expired or without exp")),
-    }
-    let token_nonce = claims["nonce"].as_str().unwrap_or_default();
-    if !constant_time_eq(token_nonce.as_bytes(), nonce.as_bytes()) {
-        return Err(Declined::failed("google: nonce does not match"));
-    }
-    match claims["sub"].as_str() {
-        Some(sub) if !sub.is_empty() && sub.len() <= 255 => Ok(()),
-        _ => Err(Declined::failed("google: no sub")),
-    }
-}
-
-/// `aud` is our client id, or a list holding it; a list with other audiences must name us as
-/// the authorized party (`azp`).
-fn audience_ok(claims: &Value, client_id: &str) -> bool {
-    match &claims["aud"] {
-        Value::String(aud) => aud == client_id,
-        Value::Array(list) => {
-            let ours = list.iter().any(|a| a.as_str() == Some(client_id));
-            ours && (list.len() == 1 || claims["azp"].as_str() == Some(client_id))
-        }
-        _ => false,
-    }
+    let expected = claims::Expected {
+        issuers: &ISSUERS,
+        client_id,
+        nonce,
+        now,
+    };
+    claims::check(claims, &expected).map_err(|e| Declined::failed(format!("google: {e}")))
 }
 
 /// `email_verified` as Google sends it (a boolean; some tokens carry the string "true").
-fn is_true(v: &Value) -> bool {
+pub(super) fn is_true(v: &Value) -> bool {
     v.as_bool() == Some(true) || v.as_str() == Some("true")
 }
 

@@ -1,30 +1,32 @@
 //! Sign-in through external identity providers (docs/API.md): `GET /auth/providers`,
-//! `GET /auth/oauth/{provider}/start` and `GET /auth/oauth/{provider}/callback`.
+//! `GET /auth/oauth/{provider}/start` and `GET /auth/oauth/{provider}/callback`, for Google,
+//! GitHub and the OpenID Connect providers of the configuration (`oidc`).
 //!
-//! `start` stores a single-use attempt (state, PKCE verifier, Google nonce; 10 minutes) bound to
-//! the browser by the HttpOnly cookie `svc_oauth`, and redirects to the provider. `callback`
-//! consumes the attempt, checks that it belongs to this provider (mix-up defence) and to this
-//! browser, exchanges the code, and signs the user in (see `accounts`). Every refusal is a 302 to
-//! `{console}/login?error=oauth_failed` without a session (`oauth_denied` when the user declined
-//! at the provider, `email_unverified` when the provider does not vouch for the address,
-//! `account_disabled` for a disabled account); an unknown or unconfigured provider is 404 on
-//! both endpoints.
+//! `start` stores a single-use attempt (state, PKCE verifier, and a nonce for OpenID Connect; 10
+//! minutes) bound to the browser by the HttpOnly cookie `svc_oauth`, and redirects to the
+//! provider. `callback` consumes the attempt, checks that it belongs to this provider (mix-up
+//! defence) and to this browser, exchanges the code, and signs the user in (see `accounts`).
+//! Every refusal is a 302 to `{console}/login?error=<code>` without a session (the codes of
+//! `Declined`, `account_disabled` for a disabled account among them); an unknown or unconfigured
+//! provider is 404 on both endpoints.
 //!
 //! No database connection is held while a provider is called, and every provider call is bounded
 //! by `CONSOLED_OAUTH_TIMEOUT_SECONDS`. Codes, tokens and state values are never logged.
 
 mod accounts;
+mod claims;
 mod client;
 mod github;
 mod google;
+pub mod oidc;
+pub mod policy;
+mod provider;
 
-use std::fmt;
 use std::time::Duration;
 
-use serde_json::json;
+use serde_json::{json, Map, Value};
 
 use crate::app::{App, Reply};
-use crate::config::ProviderConfig;
 use crate::crypto::{b64url, constant_time_eq, new_token, sha256, token_hash};
 use crate::db;
 use crate::db::oauth_states::{self, NewState, StoredState};
@@ -33,56 +35,12 @@ use crate::http::cookies::SetCookie;
 use crate::http::json::Email;
 use crate::http::{percent_encode, Request, Response};
 use crate::limits::Bucket;
+pub use provider::Provider;
 
 /// The cookie that binds an attempt to the browser that started it.
 pub const STATE_COOKIE: &str = "svc_oauth";
 const STATE_COOKIE_PATH: &str = "/auth/oauth";
 const STATE_LIFETIME: Duration = Duration::from_secs(600);
-/// Starts per client IP and window: each start writes a row, so an anonymous client must not be
-/// able to fill the table.
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Provider {
-    Github,
-    Google,
-}
-
-impl Provider {
-    pub fn parse(name: &str) -> Option<Provider> {
-        match name {
-            "github" => Some(Provider::Github),
-            "google" => Some(Provider::Google),
-            _ => None,
-        }
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Provider::Github => "github",
-            Provider::Google => "google",
-        }
-    }
-
-    fn scope(self) -> &'static str {
-        match self {
-            Provider::Github => "read:user user:email",
-            Provider::Google => "openid email profile",
-        }
-    }
-
-    fn config(self, app: &App) -> Option<&ProviderConfig> {
-        match self {
-            Provider::Github => app.config.github.as_ref(),
-            Provider::Google => app.config.google.as_ref(),
-        }
-    }
-}
-
-impl fmt::Display for Provider {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
 
 /// What a provider tells us about the person signing in.
 #[derive(Debug, Clone)]
@@ -96,8 +54,7 @@ pub struct Identity {
 }
 
 /// Why a callback did not sign anyone in. `reason` is for the log only and never carries a
-/// secret; the browser learns only `code`: `oauth_denied`, `email_unverified`,
-/// `account_disabled` or `oauth_failed`.
+/// secret; the browser learns only `code` (docs/API.md, "Sign-in redirect errors").
 #[derive(Debug)]
 pub struct Declined {
     code: &'static str,
@@ -105,30 +62,59 @@ pub struct Declined {
 }
 
 impl Declined {
-    pub fn failed(reason: impl Into<String>) -> Declined {
+    fn new(code: &'static str, reason: impl Into<String>) -> Declined {
         Declined {
-            code: "oauth_failed",
+            code,
             reason: reason.into(),
         }
+    }
+
+    pub fn failed(reason: impl Into<String>) -> Declined {
+        Declined::new("oauth_failed", reason)
     }
 
     /// The provider gave no address it has verified: the person may not own it, so the
     /// identity may neither create, enter nor be linked to an account.
     pub fn unverified(reason: impl Into<String>) -> Declined {
-        Declined {
-            code: "email_unverified",
-            reason: reason.into(),
+        Declined::new("email_unverified", reason)
+    }
+
+    /// The provider vouches for the person, but its rules here keep them out: an address
+    /// outside its domains, a required claim missing.
+    pub fn not_allowed(reason: impl Into<String>) -> Declined {
+        Declined::new("not_allowed", reason)
+    }
+
+    /// The address signs in only through another provider (`policy`).
+    pub fn sso_required(reason: impl Into<String>) -> Declined {
+        Declined::new("sso_required", reason)
+    }
+
+    /// An OpenID Connect provider that has not answered its discovery yet.
+    fn unavailable() -> Declined {
+        Declined::new(
+            "provider_unavailable",
+            "the provider has not answered its discovery yet",
+        )
+    }
+
+    /// A new account the sign-up policy refuses (`auth::signup_policy`): `signup_closed` or
+    /// `domain_not_allowed`, the codes of a refused password sign-up.
+    pub fn signup_refused(e: ApiError) -> Declined {
+        match e.code {
+            Code::SignupClosed | Code::DomainNotAllowed => Declined {
+                code: e.code.as_str(),
+                reason: "the sign-up policy refuses a new account".into(),
+            },
+            _ => Declined::from(e),
         }
     }
 
     fn denied() -> Declined {
-        Declined {
-            code: "oauth_denied",
-            reason: "the user declined at the provider".into(),
-        }
+        Declined::new("oauth_denied", "the user declined at the provider")
     }
 
-    fn code(&self) -> &'static str {
+    pub fn code(&self) -> &'static str {
         self.code
     }
 }
@@ -137,11 +123,8 @@ impl From<ApiError> for Declined {
     fn from(e: ApiError) -> Declined {
         // The one place a provider's user is signed in refuses a disabled account
         // (`auth::create_session_cookie`); the console is told why.
-        if e.code == crate::error::Code::AccountDisabled {
-            return Declined {
-                code: "account_disabled",
-                reason: "the account is disabled".into(),
-            };
+        if e.code == Code::AccountDisabled {
+            return Declined::new("account_disabled", "the account is disabled");
         }
         let detail = e.more.log_detail.clone();
         Declined::failed(detail.unwrap_or_else(|| e.code.as_str().to_string()))
@@ -154,29 +137,52 @@ impl From<postgres::Error> for Declined {
     }
 }
 
-/// `GET /auth/providers`: the configured providers, sorted.
+/// `GET /auth/providers`: the providers a sign-in may start with, sorted, and the name of each
+/// for its button.
 pub fn providers(app: &App, _req: &Request) -> ApiResult<Reply> {
-    let names: Vec<&str> = [Provider::Github, Provider::Google]
-        .into_iter()
-        .filter(|p| p.config(app).is_some())
-        .map(Provider::name)
+    let listed = Provider::listed(app);
+    let names: Vec<&str> = listed.iter().map(Provider::name).collect();
+    let display: Map<String, Value> = listed
+        .iter()
+        .map(|p| (p.name().to_string(), p.display_name().into()))
         .collect();
-    Ok(Response::json(200, &json!({ "providers": names })).into())
+    let body = json!({ "providers": names, "display_names": display });
+    Ok(Response::json(200, &body).into())
 }
 
 /// The provider named by `/auth/oauth/{provider}/...`, if it is configured; else 404.
-fn enabled<'a>(app: &'a App, req: &Request) -> ApiResult<(Provider, &'a ProviderConfig)> {
-    let provider = req.path.split('/').nth(3).and_then(Provider::parse);
-    provider
-        .and_then(|p| Some((p, p.config(app)?)))
+fn enabled<'a>(app: &'a App, req: &Request) -> ApiResult<Provider<'a>> {
+    req.path
+        .split('/')
+        .nth(3)
+        .and_then(|name| Provider::find(app, name))
         .ok_or_else(|| ApiError::new(Code::NotFound))
 }
 
+/// The client and endpoints to use: configured for Google and GitHub, discovered for an OpenID
+/// Connect provider (`None` until it has answered).
+fn endpoints(provider: Provider) -> Option<(crate::config::ProviderConfig, Option<Discovery>)> {
+    match provider {
+        Provider::Github(config) | Provider::Google(config) => Some((config.clone(), None)),
+        Provider::Oidc(live) => {
+            let d = live.discovered()?;
+            Some((d.endpoints.clone(), Some(d)))
+        }
+    }
+}
+
+type Discovery = std::sync::Arc<oidc::Discovered>;
+
 /// `GET /auth/oauth/{provider}/start`: 302 to the provider's authorization page.
 pub fn start(app: &App, req: &Request) -> ApiResult<Reply> {
-    let (provider, config) = enabled(app, req)?;
+    let provider = enabled(app, req)?;
+    let Some((config, _)) = endpoints(provider) else {
+        // Not an event: anyone may ask, as often as they like, and the discovery's own log line
+        // says what the operator needs to know.
+        return Ok(login_page(app, &Declined::unavailable()).into());
+    };
     let binding = new_token();
-    let nonce = (provider == Provider::Google).then(new_token);
+    let nonce = provider.uses_nonce().then(new_token);
     let attempt = NewState {
         state: &new_token(),
         binding: &binding,
@@ -186,7 +192,7 @@ pub fn start(app: &App, req: &Request) -> ApiResult<Reply> {
         lifetime: STATE_LIFETIME,
     };
     store_attempt(app, req, &attempt)?;
-    let location = authorization_url(app, provider, config, &attempt);
+    let location = authorization_url(app, provider, &config, &attempt);
     let cookie = state_cookie(app, &binding, STATE_LIFETIME.as_secs());
     Ok(Response::redirect(&location)
         .header("Set-Cookie", cookie)
@@ -208,7 +214,7 @@ fn store_attempt(app: &App, req: &Request, attempt: &NewState) -> ApiResult<()> 
 fn authorization_url(
     app: &App,
     provider: Provider,
-    config: &ProviderConfig,
+    config: &crate::config::ProviderConfig,
     attempt: &NewState,
 ) -> String {
     let mut params = vec![
@@ -233,25 +239,10 @@ fn authorization_url(
 
 /// `GET /auth/oauth/{provider}/callback`: 302 to the console, signed in or refused.
 pub fn callback(app: &App, req: &Request) -> ApiResult<Reply> {
-    let (provider, config) = enabled(app, req)?;
-    let response = match complete(app, req, provider, config) {
+    let provider = enabled(app, req)?;
+    let response = match complete(app, req, provider) {
         Ok(response) => response,
-        Err(refusal) => {
-            let fields = [
-                ("provider", provider.name().into()),
-                ("reason", refusal.code().into()),
-                ("detail", refusal.reason.as_str().into()),
-            ];
-            crate::auth::audit(
-                app,
-                req,
-                crate::auth::Event::ProviderSigninFailed,
-                None,
-                &fields,
-            );
-            let url = format!("{}/login?error={}", app.config.console_url, refusal.code());
-            Response::redirect(&url)
-        }
+        Err(refusal) => refuse(app, req, provider, &refusal),
     };
     // The attempt is used up either way; the browser may drop its binding cookie.
     Ok(response
@@ -259,14 +250,36 @@ pub fn callback(app: &App, req: &Request) -> ApiResult<Reply> {
         .into())
 }
 
-fn complete(
-    app: &App,
-    req: &Request,
-    provider: Provider,
-    config: &ProviderConfig,
-) -> Result<Response, Declined> {
+/// A refusal: logged as a security event, answered with a redirect to the console's login page.
+fn refuse(app: &App, req: &Request, provider: Provider, refusal: &Declined) -> Response {
+    let fields = [
+        ("provider", provider.name().into()),
+        ("reason", refusal.code().into()),
+        ("detail", refusal.reason.as_str().into()),
+    ];
+    crate::auth::audit(
+        app,
+        req,
+        crate::auth::Event::ProviderSigninFailed,
+        None,
+        &fields,
+    );
+    login_page(app, refusal)
+}
+
+/// The console's login page, told why.
+fn login_page(app: &App, refusal: &Declined) -> Response {
+    let url = format!("{}/login?error={}", app.config.console_url, refusal.code());
+    Response::redirect(&url)
+}
+
+fn complete(app: &App, req: &Request, provider: Provider) -> Result<Response, Declined> {
     // Consumed before anything else, so that no outcome leaves it usable.
     let stored = take_state(app, req)?;
+    let (config, discovered) = endpoints(provider).ok_or_else(Declined::unavailable)?;
+    if let (Provider::Oidc(live), Some(d)) = (provider, &discovered) {
+        oidc::signin::check_response_issuer(req, live, d)?;
+    }
     if let Some(error) = req.query_param("error") {
         return Err(if error == "access_denied" {
             Declined::denied()
@@ -281,15 +294,22 @@ fn complete(
         .filter(|c| !c.is_empty() && c.len() <= 2048)
         .ok_or_else(|| Declined::failed("missing code"))?;
     let exchange = client::Exchange {
-        config,
+        config: &config,
+        auth: provider.token_auth(),
         code: &code,
         redirect_uri: redirect_uri(app, provider),
         verifier: &stored.pkce_verifier,
         timeout: app.config.oauth_timeout,
     };
-    let identity = match provider {
-        Provider::Google => google::identity(&exchange, stored.nonce.as_deref())?,
-        Provider::Github => github::identity(&exchange)?,
+    let nonce = stored.nonce.as_deref();
+    let identity = match (provider, &discovered) {
+        (Provider::Google(_), _) => google::identity(&exchange, nonce)?,
+        (Provider::Github(_), _) => github::identity(&exchange)?,
+        (Provider::Oidc(live), Some(d)) => {
+            let nonce = nonce.ok_or_else(|| Declined::failed("state without nonce"))?;
+            oidc::signin::identity(live, d, &exchange, nonce)?
+        }
+        (Provider::Oidc(_), None) => return Err(Declined::unavailable()),
     };
     accounts::sign_in(app, req, provider, &identity)
 }
@@ -357,7 +377,7 @@ fn state_cookie(app: &App, value: &str, max_age: u64) -> String {
 }
 
 /// Text from a provider, safe for a log line: short, without control characters.
-fn printable(s: &str) -> String {
+pub(crate) fn printable(s: &str) -> String {
     s.chars().filter(|c| !c.is_control()).take(64).collect()
 }
 
@@ -371,15 +391,6 @@ mod tests {
             pkce_challenge("dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk"),
             "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM"
         );
-    }
-
-    #[test]
-    fn provider_names_round_trip() {
-        for p in [Provider::Github, Provider::Google] {
-            assert_eq!(Provider::parse(p.name()), Some(p));
-        }
-        assert_eq!(Provider::parse("GitHub"), None);
-        assert_eq!(Provider::parse("facebook"), None);
     }
 
     #[test]

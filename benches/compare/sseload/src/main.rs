@@ -191,7 +191,7 @@ fn setup(db: &mut postgres::Client) -> (i64, String) {
         )
         .expect("organization")
         .get(0);
-    let secret = format!("csd_{}", random_hex(24));
+    let secret = legacy_secret();
     let project: i64 = db
         .query_one(
             "INSERT INTO projects (org_id, name) VALUES ($1, $2) RETURNING id",
@@ -210,7 +210,7 @@ fn setup(db: &mut postgres::Client) -> (i64, String) {
 
 /// `n` more API tokens of `project` (the storm's clients), stored as consoled stores them.
 fn tokens(db: &mut postgres::Client, project: i64, n: usize) -> Vec<String> {
-    let secrets: Vec<String> = (0..n).map(|_| format!("csd_{}", random_hex(24))).collect();
+    let secrets: Vec<String> = (0..n).map(|_| legacy_secret()).collect();
     let mut tx = db.transaction().expect("transaction");
     let insert = tx
         .prepare(
@@ -223,6 +223,12 @@ fn tokens(db: &mut postgres::Client, project: i64, n: usize) -> Vec<String> {
     }
     tx.commit().expect("commit");
     secrets
+}
+
+/// A secret of consoled's first token form (`csd_` and 43 base64url characters, which hex digits
+/// are), which consoled still looks up; a secret of another form it refuses unread.
+fn legacy_secret() -> String {
+    format!("csd_{}", &random_hex(22)[..43])
 }
 
 fn random_hex(bytes: usize) -> String {
