@@ -151,13 +151,18 @@ pending=$(post /auth/login "$(credentials "$mfa_email" "$password")")
 sessions_email="conformance-sessions-$stamp@example.com"
 sessions_session=$(post /auth/signup "{\"email\": \"$sessions_email\", \"password\": \"$password\", \"name\": \"Conformance Sessions\"}")
 post /auth/login "$(credentials "$sessions_email" "$password")" >/dev/null
+# The account users: one whose name, locale, export and address change are exercised (past five
+# address changes a day: 429), and one for DELETE /auth/account, whose first success deletes it
+# (then 401, as logout's).
+account_session=$(post /auth/signup "{\"email\": \"conformance-account-$stamp@example.com\", \"password\": \"$password\", \"name\": \"Conformance Account\"}")
+deletion_session=$(post /auth/signup "{\"email\": \"conformance-deletion-$stamp@example.com\", \"password\": \"$password\", \"name\": \"Conformance Deletion\"}")
 # The teams user: organizations, members, invitations and projects run on a user of their own
 # (a project deleted there must not be the main user's, whose API token the streams use), with a
 # team organization to find.
 teams_email="conformance-teams-$stamp@example.com"
 teams_session=$(post /auth/signup "{\"email\": \"$teams_email\", \"password\": \"$password\", \"name\": \"Conformance Teams\"}")
 post /v1/organizations '{"name": "Conformance"}' "$teams_session" >/dev/null
-for v in session logout_session token mfa_session pending sessions_session teams_session; do
+for v in session logout_session token mfa_session pending sessions_session account_session deletion_session teams_session; do
     [ -n "${!v}" ] || { log "setup failed: no $v"; exit 1; }
 done
 log "server $base (log $work/server.log), users $email and $mfa_email"
@@ -187,16 +192,20 @@ run() {
 # so each state gets the operations that act on it:
 # - no session: the POSTs that need none get a pre-session CSRF pair (schemathesis sends no
 #   session cookie to an operation without cookieAuth, so a pair bound to a session would fail);
-CSRF_SESSION='' run public "$session" --include-path-regex '^/auth/(signup|login|verify-email|password/forgot|password/reset)$'
+CSRF_SESSION='' run public "$session" --include-path-regex '^/auth/(signup|login|verify-email|password/forgot|password/reset|account/email/confirm)$'
 # - second factor not enabled: everything but the above, the three below, logout and the
-#   sessions part's;
-run main "$session" --exclude-path-regex '^(/auth/(signup|login|verify-email|password/forgot|password/reset|logout|mfa/totp|mfa/totp/disable|mfa/recovery-codes|password/change|sessions.*)|/v1/(organizations|invitations|projects).*)$'
+#   sessions, account and teams parts';
+run main "$session" --exclude-path-regex '^(/auth/(signup|login|verify-email|password/forgot|password/reset|logout|mfa/totp|mfa/totp/disable|mfa/recovery-codes|password/change|sessions.*|account.*)|/v1/(organizations|invitations|projects).*)$'
 # - the own sessions and the password change, on a user of their own (see above);
 run sessions "$sessions_session" --include-path-regex '^/auth/(sessions.*|password/change)$'
 # - organizations, members, invitations and projects, on the teams user (see above);
 run teams "$teams_session" --include-path-regex '^/v1/(organizations|invitations|projects)'
 # - second factor enabled, full session: disable and recovery-codes (wrong codes: 401, then 429);
 run mfa "$mfa_session" --include-path-regex '^/auth/mfa/(totp/disable|recovery-codes)$'
+# - the account (name and locale, export, address change) on a user of its own, and its deletion
+#   on another: the first DELETE that passes (no password, a recent sign-in) deletes it;
+run account "$account_session" --include-path-regex '^/auth/account(/export|/email)?$' --exclude-operation-id delete_auth_account
+run deletion "$deletion_session" --include-operation-id delete_auth_account
 # - session pending its second factor: /auth/mfa/totp (five wrong codes revoke it: then 401);
 run pending "$pending" --include-path /auth/mfa/totp
 # - logout revokes its session, so it gets one of its own; after its first 204 it answers 401.

@@ -1,5 +1,6 @@
 //! Command line: `serve` (default), `migrate`, `project create`, `token create|list|revoke`,
-//! `keys generate|rotate`, `mfa reset`, `org suspend|resume`, `invitation create`, `emit`,
+//! `keys generate|rotate`, `mfa reset`, `user find|show|disable|enable|signout|delete`,
+//! `org suspend|resume`, `invitation create`, `emit`,
 //! `--version`. Every command reads DATABASE_URL and
 //! prints JSON on stdout. The arguments are checked (and `--help`, `--version` answered) before the
 //! configuration is read, so a typo never waits on a database. Only `serve` and `migrate` change
@@ -10,6 +11,7 @@
 mod commands;
 mod keys;
 mod teams;
+mod users;
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -103,6 +105,12 @@ pub fn run(
         ["token", "revoke"] => token_revoke(config, flags),
         ["keys", "rotate"] => keys::rotate(config),
         ["mfa", "reset"] => keys::mfa_reset(config, flags),
+        ["user", "find"] => users::find(config, flags),
+        ["user", "show"] => users::show(config, flags),
+        ["user", "disable"] => users::set_disabled(config, flags, true),
+        ["user", "enable"] => users::set_disabled(config, flags, false),
+        ["user", "signout"] => users::signout(config, flags),
+        ["user", "delete"] => users::delete(config, flags),
         ["org", "suspend"] => teams::suspend(config, flags),
         ["org", "resume"] => teams::resume(config, flags),
         ["invitation", "create"] => teams::invite(config, flags),

@@ -2,11 +2,12 @@
 //! flow a console front end implements (CSRF cookie and header, signup, login, second factor,
 //! session, and an `EventSource` on `/v1/events`), with the second factor turned on (the key as
 //! a link, text and a QR code drawn by `demo/qr.js`; the recovery codes shown once) and off, and
-//! the verification mail sent again, and teams (an organization made, members invited, their
-//! roles changed, projects). The same page answers `/verify-email`, `/reset-password` and
-//! `/invitation`, where the mails link to, and there finishes verification (or says that the link
-//! was used), sets a new password with the link's token, or accepts an invitation (signing up
-//! through it when signed out).
+//! the verification mail sent again, teams (an organization made, members invited, their roles
+//! changed, projects), and the account (name and locale, a new address, the export, deletion).
+//! The same page answers `/verify-email`, `/reset-password`, `/invitation` and `/change-email`,
+//! where the mails link to, and there finishes verification (or says that the link was used),
+//! sets a new password with the link's token, accepts an invitation (signing up through it when
+//! signed out), or makes the address change with the link's token.
 //!
 //! Its one inline `<script>` and one inline `<style>` carry a fresh random nonce per response, and
 //! the Content-Security-Policy allows nothing else: no other script or style, no inline event

@@ -16,6 +16,7 @@ pub enum Code {
     CsrfInvalid,
     ReauthRequired,
     Forbidden,
+    AccountDisabled,
     SsoRequired,
     SignupClosed,
     DomainNotAllowed,
@@ -48,6 +49,7 @@ impl Code {
             Code::CsrfInvalid => "csrf_invalid",
             Code::ReauthRequired => "reauth_required",
             Code::Forbidden => "forbidden",
+            Code::AccountDisabled => "account_disabled",
             Code::SsoRequired => "sso_required",
             Code::SignupClosed => "signup_closed",
             Code::DomainNotAllowed => "domain_not_allowed",
@@ -79,6 +81,7 @@ impl Code {
             Code::CsrfInvalid
             | Code::ReauthRequired
             | Code::Forbidden
+            | Code::AccountDisabled
             | Code::SsoRequired
             | Code::SignupClosed
             | Code::DomainNotAllowed => 403,
@@ -112,6 +115,7 @@ impl Code {
                 "Confirm it is you: send your current password, or sign in again."
             }
             Code::Forbidden => "Your role in this organization does not allow this.",
+            Code::AccountDisabled => "This account is disabled; ask the console's operator.",
             Code::SsoRequired => {
                 "This address signs in only through its organization's identity provider."
             }

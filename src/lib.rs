@@ -3,6 +3,7 @@
 #![deny(unsafe_code)]
 
 pub mod access;
+pub mod account;
 pub mod admission;
 pub mod app;
 pub mod auth;

@@ -21,6 +21,7 @@ pub enum Kind {
     VerifyMailsPerMinute,
     VerifyMailsPerDay,
     WrongCodesPerUser,
+    EmailChangesPerUser,
     InvitationsPerOrg,
     OrgsPerUser,
 }
@@ -39,7 +40,7 @@ const fn mins(n: u64) -> Duration {
 }
 
 impl Kind {
-    pub const ALL: [Kind; 13] = [
+    pub const ALL: [Kind; 14] = [
         Kind::LoginFailuresPerClient,
         Kind::LoginFailuresPerAccountAndClient,
         Kind::LoginFailuresPerAccount,
@@ -51,6 +52,7 @@ impl Kind {
         Kind::VerifyMailsPerMinute,
         Kind::VerifyMailsPerDay,
         Kind::WrongCodesPerUser,
+        Kind::EmailChangesPerUser,
         Kind::InvitationsPerOrg,
         Kind::OrgsPerUser,
     ];
@@ -139,6 +141,15 @@ impl Kind {
                 None,
                 "wrong second-factor codes per user (TOTP and recovery codes)",
             ),
+            // Each request mails an address the user chose: a cap keeps an account from being
+            // a way to mail strangers.
+            Kind::EmailChangesPerUser => (
+                "email-change",
+                5,
+                mins(24 * 60),
+                None,
+                "email-change requests per user (each mails the new address)",
+            ),
             // Each invitation mails an address chosen by the inviter: an organization must not
             // be a way to mail strangers in bulk.
             Kind::InvitationsPerOrg => (
@@ -225,6 +236,7 @@ pub enum Bucket<'a> {
     VerifyMailsPerMinute(i64),
     VerifyMailsPerDay(i64),
     WrongCodes(i64),
+    EmailChanges(i64),
     Invitations(i64),
     OrgsCreated(i64),
 }
@@ -242,6 +254,7 @@ impl Bucket<'_> {
             Bucket::VerifyMailsPerMinute(_) => Kind::VerifyMailsPerMinute,
             Bucket::VerifyMailsPerDay(_) => Kind::VerifyMailsPerDay,
             Bucket::WrongCodes(_) => Kind::WrongCodesPerUser,
+            Bucket::EmailChanges(_) => Kind::EmailChangesPerUser,
             Bucket::Invitations(_) => Kind::InvitationsPerOrg,
             Bucket::OrgsCreated(_) => Kind::OrgsPerUser,
         }
@@ -263,6 +276,7 @@ impl Bucket<'_> {
             Bucket::VerifyMailsPerMinute(user)
             | Bucket::VerifyMailsPerDay(user)
             | Bucket::WrongCodes(user)
+            | Bucket::EmailChanges(user)
             | Bucket::OrgsCreated(user) => format!("{prefix}:{user}"),
             Bucket::Invitations(org) => format!("{prefix}:{org}"),
         }
@@ -281,6 +295,25 @@ pub fn account_keys(email: &Email) -> (String, String) {
         Bucket::LoginAccount(email).key(),
         format!("{prefix}:{}:", email.as_str()),
     )
+}
+
+/// Every bucket that counts what one account did or had done to it, as (exact keys, key
+/// prefixes): what its export shows and its deletion forgets. The per-client buckets of its
+/// address are prefixes (the address first); buckets of a client address alone are not the
+/// account's.
+pub fn keys_of_account(email: &Email, user_id: i64) -> (Vec<String>, Vec<String>) {
+    let (own, per_client) = account_keys(email);
+    let exact = vec![
+        own,
+        Bucket::VerifyMailsPerMinute(user_id).key(),
+        Bucket::VerifyMailsPerDay(user_id).key(),
+        Bucket::WrongCodes(user_id).key(),
+        Bucket::EmailChanges(user_id).key(),
+        Bucket::OrgsCreated(user_id).key(),
+    ];
+    let reset = Kind::ResetMailsPerAddressAndClient.rule().prefix;
+    let prefixes = vec![per_client, format!("{reset}:{}:", email.as_str())];
+    (exact, prefixes)
 }
 
 /// The README's table of limits.

@@ -153,6 +153,39 @@ pub static ROUTES: &[Route] = &[
         "session_end",
         auth::own_sessions::delete_one,
     ),
+    // The account's whole life (issue 32): profile, address, export, deletion; the mailed link
+    // of an address change opens the demo as the other mails' links do.
+    route(
+        Patch,
+        "/auth/account",
+        "account_update",
+        auth::account::patch,
+    ),
+    route(
+        Delete,
+        "/auth/account",
+        "account_delete",
+        auth::account::delete,
+    ),
+    route(
+        Get,
+        "/auth/account/export",
+        "account_export",
+        auth::account::export,
+    ),
+    route(
+        Post,
+        "/auth/account/email",
+        "email_change",
+        auth::email_change::request,
+    ),
+    route(
+        Post,
+        "/auth/account/email/confirm",
+        "email_change_confirm",
+        auth::email_change::confirm,
+    ),
+    route(Get, "/change-email", "demo_change_email", demo::index),
     route(Get, STREAM_PATH, "events", subscribe::get),
     // Teams (issue 32): organizations, members, invitations, projects (`crate::teams`).
     route(Get, "/v1/organizations", "orgs", teams::orgs::list),

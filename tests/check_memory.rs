@@ -1,7 +1,8 @@
 //! `GET /auth/check` remembers what it checked (issue 31, item 2): a repeated check costs no
 //! database statement; a logout, a revocation, a session's new token and a membership change are
-//! refused (or shown) by every instance within a second; while the listener is away every check
-//! asks the database; uses answered from memory still keep a session alive.
+//! refused (or shown) by every instance within a second, and so are a disabled user's sessions
+//! and tokens; while the listener is away every check asks the database; uses answered from
+//! memory still keep a session alive.
 
 mod common;
 
@@ -85,6 +86,46 @@ fn every_instance_refuses_a_revoked_credential_within_a_second() {
         .unwrap();
     let no_orgs = || by_session(b.addr, &d).header("X-Consoled-Orgs").is_none();
     until(Duration::from_secs(1), no_orgs).expect("membership on b");
+}
+
+/// Issue 32: the operator's `user disable` fails the user's sessions and the tokens the user
+/// made on every instance within a second, even one that answered them from memory just before;
+/// `user enable` lets the tokens back in (the sessions stay ended). A command-line token of the
+/// same project never stops.
+#[test]
+fn a_disabled_users_sessions_and_tokens_fail_the_check_everywhere_within_a_second() {
+    let (a, b) = (TestServer::start(), TestServer::start());
+    let mut c = a.client();
+    let (_, state) = c.signup();
+    let (user, project) = (state["user"]["id"].to_string(), project_of(&state));
+    let (_, secret) = make_token(&mut c, project, "read");
+    let operators = common::account::cli(&["token", "create", "--project", &project.to_string()]);
+    let operators = operators["token"].as_str().unwrap().to_string();
+    for addr in [a.addr, b.addr] {
+        by_session(addr, &c).expect(200);
+        by_token(addr, &secret).expect(200);
+        by_token(addr, &operators).expect(200);
+    }
+    common::account::cli(&["user", "disable", "--id", &user]);
+    for (name, addr) in [("a", a.addr), ("b", b.addr)] {
+        until(Duration::from_secs(1), || {
+            by_token(addr, &secret).status == 401
+        })
+        .unwrap_or_else(|| panic!("the disabled maker's token still passes on {name}"));
+        until(Duration::from_secs(1), || {
+            by_session(addr, &c).status == 401
+        })
+        .unwrap_or_else(|| panic!("the disabled user's session still passes on {name}"));
+        by_token(addr, &operators).expect(200);
+    }
+    common::account::cli(&["user", "enable", "--id", &user]);
+    for (name, addr) in [("a", a.addr), ("b", b.addr)] {
+        until(Duration::from_secs(1), || {
+            by_token(addr, &secret).status == 200
+        })
+        .unwrap_or_else(|| panic!("the enabled maker's token is still refused on {name}"));
+        by_session(addr, &c).expect_error(401, "unauthorized");
+    }
 }
 
 /// Item 2: while the listener is disconnected, news may be missed, so every check asks the

@@ -53,6 +53,7 @@ fn the_mail_link_pages_are_the_demo_only_when_it_is_on() {
     let paths = [
         "/verify-email?token=abc",
         "/reset-password?token=abc",
+        "/change-email?token=abc",
         "/invitation?token=abc",
     ];
     for path in paths {
@@ -76,6 +77,13 @@ fn the_mail_link_pages_are_the_demo_only_when_it_is_on() {
             "\"/auth/verify-email\"",
             "\"/auth/password/reset\"",
             "\"/auth/password/forgot\"",
+            "id=\"change-email-submit\"",
+            "\"/auth/account/email/confirm\"",
+            // The account panel: name and locale, a new address, the export, deletion.
+            "id=\"profile-form\"",
+            "id=\"email-form\"",
+            "\"/auth/account/export\"",
+            "id=\"delete-form\"",
             "id=\"invitation-accept\"",
             "\"/v1/invitations/accept\"",
             "body.invitation = linkToken",

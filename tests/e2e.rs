@@ -301,6 +301,82 @@ fn links_flow(server: &common::binary::Spawned, b: &Browser) {
     assert_eq!(b.text("#message"), "");
 }
 
+/// Issue 32: the account panel of the demo: name and locale, an address change finished by the
+/// mailed link, the export, and the account deleted (then its address cannot sign in).
+#[test]
+#[ignore = "needs chromium and chromedriver; run by `make e2e`"]
+fn the_account_is_renamed_moved_exported_and_deleted_in_the_demo() {
+    assert!(
+        webdriver::available(),
+        "chromium or chromedriver is missing: run scripts/e2e-deps.sh (as root) or `make e2e`"
+    );
+    let server = common::binary::Spawned::start(BIN, &[]);
+    in_browser("account.png", |b| account_flow(&server, b));
+}
+
+fn account_flow(server: &common::binary::Spawned, b: &Browser) {
+    let email = common::unique_email();
+    b.goto(&format!("{}/", server.url));
+    b.wait("the signup form", STEP, |b| b.displayed("#signup-form"));
+    b.type_into("#signup-email", &email);
+    b.type_into("#signup-name", "Account User");
+    b.type_into("#signup-password", common::PASSWORD);
+    b.click("#signup-submit");
+    b.wait("the signed-in panel", STEP, |b| {
+        b.text("#who").contains(&email)
+    });
+
+    // Name and locale.
+    b.wait("the account panel", STEP, |b| b.displayed("#profile-form"));
+    b.type_into("#profile-name", "Renamed User");
+    b.click("#profile-locale option[value=fr]");
+    b.click("#profile-submit");
+    b.wait("the new name", STEP, |b| {
+        b.text("#who").contains("Renamed User")
+    });
+
+    // A new address: nothing changes until the mailed link is followed.
+    let new = common::unique_email();
+    b.type_into("#email-new", &new);
+    b.click("#email-submit");
+    b.wait("the link notice", STEP, |b| {
+        b.text("#notice").contains("new address")
+    });
+    assert!(b.text("#who").contains(&email));
+    b.goto(&server.mailed_link(&new, "change-email"));
+    b.wait("the confirm button", STEP, |b| {
+        b.displayed("#change-email-submit")
+    });
+    b.click("#change-email-submit");
+    b.wait("the new address", STEP, |b| {
+        b.text("#notice").contains("new address") && b.text("#who").contains(&new)
+    });
+    assert_eq!(b.text("#message"), "");
+
+    // The export, in the page: the new address, no hash.
+    b.click("#export");
+    b.wait("the export", STEP, |b| {
+        b.text("#export-data").contains(&new)
+    });
+    let export = b.text("#export-data");
+    assert!(export.contains("\"locale\": \"fr\""), "{export}");
+    assert!(!export.contains("$argon2"), "{export}");
+
+    // Deleted: signed out, and the address no longer signs in.
+    b.click("#delete-confirm");
+    b.click("#delete-submit");
+    b.wait("the deletion notice", STEP, |b| {
+        b.text("#notice").contains("account is deleted") && b.displayed("#login-form")
+    });
+    assert_eq!(b.text("#message"), "");
+    b.type_into("#login-email", &new);
+    b.type_into("#login-password", common::PASSWORD);
+    b.click("#login-submit");
+    b.wait("the refusal", STEP, |b| {
+        b.text("#message").contains("invalid_credentials")
+    });
+}
+
 fn run_flow(server: &Server, b: &Browser) {
     let email = common::unique_email();
     b.goto(&format!("{}/", server.url));

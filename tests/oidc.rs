@@ -12,6 +12,8 @@
 //! - `swapped`: told to, signs a sign-in of client `consoled` in as client `other`, whose ID
 //!   token is then for another audience.
 //!
+//! A disabled account (issue 32) is refused after a sign-in the provider vouched for.
+//!
 //! Every misbehaviour is the real provider's, configured or with its requests rewritten inside
 //! its own process (tests/oidc/provider.mjs says how); none is a token made up here.
 
@@ -203,6 +205,29 @@ fn company_accounts_sign_in_through_the_whole_redirect_flow() {
         let stop = again.sign_in(name, &login);
         assert_eq!(signed_in(&mut again, &stop)["user"]["id"], id);
     }
+}
+
+/// Issue 32: a disabled account is refused by a company sign-in too, once the provider vouched
+/// for the person (`error=account_disabled`, no session); enabled, it signs in again.
+#[test]
+fn a_disabled_account_cannot_sign_in_through_a_company_provider() {
+    let Some(op) = op() else { return };
+    let s = server(op, &[provider("corp", "corp")]);
+    let (login, _) = person(op, json!({}));
+    let mut b = Browser::new(s.addr);
+    let stop = b.sign_in("corp", &login);
+    let id = signed_in(&mut b, &stop)["user"]["id"].to_string();
+    common::account::cli(&["user", "disable", "--id", &id]);
+    b.consoled
+        .get("/auth/session")
+        .expect_error(401, "unauthorized");
+    let mut again = Browser::new(s.addr);
+    let stop = again.sign_in("corp", &login);
+    refused(&mut again, &stop, "account_disabled");
+    common::account::cli(&["user", "enable", "--id", &id]);
+    let mut back = Browser::new(s.addr);
+    let stop = back.sign_in("corp", &login);
+    assert_eq!(signed_in(&mut back, &stop)["user"]["id"].to_string(), id);
 }
 
 #[test]

@@ -138,6 +138,9 @@ fn refusal(kind: Kind, wait: u64) -> Refusal {
             Some("A verification mail was sent recently; try again later.")
         }
         Kind::WrongCodesPerUser => Some("Too many wrong codes; try again later."),
+        Kind::EmailChangesPerUser => {
+            Some("Too many address changes were asked for today; try again tomorrow.")
+        }
         Kind::InvitationsPerOrg => {
             Some("This organization has sent many invitations recently; try again later.")
         }

@@ -19,7 +19,7 @@ fn invalid_token() -> ApiError {
 }
 
 /// The `token` field; anything that cannot be one of our tokens is refused without a query.
-fn token_field(fields: &Fields) -> ApiResult<&str> {
+pub(super) fn token_field(fields: &Fields) -> ApiResult<&str> {
     let token = fields.string("token")?;
     if !super::is_token_shaped(token) {
         return Err(invalid_token());
@@ -139,6 +139,13 @@ pub fn reset(app: &App, req: &Request) -> ApiResult<Reply> {
         let live = mail_tokens::find_live(&mut *c, token, Purpose::PasswordReset)?
             .ok_or_else(invalid_token)?;
         let user = users::find(&mut *c, live.user_id)?.ok_or_else(invalid_token)?;
+        // A reset would lead back in: a disabled account is refused here, before the hash
+        // (a sign-in after it would be refused anyway: `auth::create_session_cookie`).
+        if user.disabled_at.is_some() {
+            let route = [("route", req.path.as_str().into())];
+            super::audit(app, req, Event::SigninRefused, Some(user.id), &route);
+            return Err(ApiError::new(Code::AccountDisabled));
+        }
         super::passwords::refuse_personal(&password, "password", &user.email, &user.name)?;
     }
     // No connection is held while hashing.

@@ -2,10 +2,12 @@
 //! authentication of a request (called first by every protected handler), the session cookie,
 //! and the Auth state body.
 
+pub mod account;
 mod attempt;
 pub mod csrf;
 pub mod device;
 pub mod email;
+pub mod email_change;
 mod factor;
 pub mod login;
 pub mod mfa;
@@ -144,8 +146,8 @@ pub fn renew_token(app: &App, c: &mut impl Sql, session: &Session) -> ApiResult<
 
 /// The Auth state (docs/API.md, "Bodies").
 pub fn auth_state(c: &mut impl Sql, user_id: i64, mfa_required: bool) -> ApiResult<Value> {
-    let user =
-        users::find(c, user_id)?.ok_or_else(|| ApiError::internal("session of a deleted user"))?;
+    // A session whose account was deleted by a request still in flight: gone, as the session is.
+    let user = users::find(c, user_id)?.ok_or_else(|| ApiError::new(Code::Unauthorized))?;
     auth_state_of(c, &user, mfa_required)
 }
 
@@ -179,6 +181,10 @@ pub fn start_session(
 
 /// Creates a session (full, or pending its second factor) inside `c` and returns the
 /// `Set-Cookie` value that carries it; for responses other than Auth state (the OAuth redirect).
+///
+/// Every sign-in (password, second factor, provider) ends here, so this is where a disabled
+/// account is refused: 403 `account_disabled`, only after the credential was proven, so that
+/// the answer tells nothing to whoever lacks it.
 pub fn create_session_cookie(
     app: &App,
     req: &Request,
@@ -191,7 +197,11 @@ pub fn create_session_cookie(
     } else {
         app.config.session_max
     };
-    let (token, _) = sessions::create(c, user_id, pending, lifetime, &seen(app, req))?;
+    let Some((token, _)) = sessions::create(c, user_id, pending, lifetime, &seen(app, req))? else {
+        let route = [("route", req.path.as_str().into())];
+        audit(app, req, Event::SigninRefused, Some(user_id), &route);
+        return Err(ApiError::new(Code::AccountDisabled));
+    };
     Ok(session_cookie(app, &token, lifetime.as_secs()))
 }
 

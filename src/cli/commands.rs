@@ -147,6 +147,67 @@ pub const COMMANDS: &[Command] = &[
                 {\"user_id\", \"mfa_enabled\": false, \"sessions_ended\"}.",
         options: &[("email", true, "the account's email address")],
     },
+    // The operator's user commands (issue 32; `cli::users`).
+    Command {
+        words: &["user", "find"],
+        synopsis: "consoled user find (--email TEXT | --id N)",
+        about: "Finds users by id, or by the part of their address given (any case), and prints \
+                {\"users\": [{\"id\", \"email\", \"name\", \"locale\", \"email_verified\", \
+                \"mfa_enabled\", \"has_password\", \"created\", \"disabled_at\"}]}, by id, at \
+                most 100. Never a secret or hash.",
+        options: &[
+            (
+                "email",
+                false,
+                "a part of the address (`@example.com` finds a domain's users)",
+            ),
+            ("id", false, "the user's id"),
+        ],
+    },
+    Command {
+        words: &["user", "show"],
+        synopsis: "consoled user show (--id N | --email ADDRESS)",
+        about: "Prints everything consoled holds about one user, as the user's own export (GET \
+                /auth/account/export): the account, memberships, personal projects, sessions, \
+                devices, linked identities, recovery codes and mailed links (when made and used, \
+                never their values), queued mails, API tokens the user made, invitations made \
+                and received, open streams and rate-limit events.",
+        options: USER,
+    },
+    Command {
+        words: &["user", "disable"],
+        synopsis: "consoled user disable (--id N | --email ADDRESS)",
+        about: "Disables an account and prints {\"user_id\", \"disabled\": true, \"changed\", \
+                \"sessions_ended\"}. At once every session of the user ends (its event streams \
+                close within a second), the API tokens the user made are refused and their \
+                streams close, and no route signs the user in (403 account_disabled) until user \
+                enable. changed is false when it was disabled already.",
+        options: USER,
+    },
+    Command {
+        words: &["user", "enable"],
+        synopsis: "consoled user enable (--id N | --email ADDRESS)",
+        about: "Enables a disabled account and prints {\"user_id\", \"disabled\": false, \
+                \"changed\", \"sessions_ended\": 0}: the user may sign in again and the API \
+                tokens the user made work again.",
+        options: USER,
+    },
+    Command {
+        words: &["user", "signout"],
+        synopsis: "consoled user signout (--id N | --email ADDRESS)",
+        about: "Signs a user out everywhere: every session ends, with its event streams, and \
+                prints {\"user_id\", \"sessions_ended\"}. The user may sign in again.",
+        options: USER,
+    },
+    Command {
+        words: &["user", "delete"],
+        synopsis: "consoled user delete (--id N | --email ADDRESS)",
+        about: "Deletes a user and prints {\"user_id\", \"deleted\": true}: what goes and what \
+                stays is the same as when the user deletes the account (docs/API.md, DELETE \
+                /auth/account), and the address gets a mail saying so. Fails, naming them, while \
+                the user is the last owner of a team organization.",
+        options: USER,
+    },
     Command {
         words: &["org", "suspend"],
         synopsis: "consoled org suspend --id ID",
@@ -201,6 +262,12 @@ pub const COMMANDS: &[Command] = &[
             ("org", false, "the resource's organization id"),
         ],
     },
+];
+
+/// The options of the commands that act on one user.
+const USER: &[(&str, bool, &str)] = &[
+    ("id", false, "the user's id (as user find prints it)"),
+    ("email", false, "the account's email address"),
 ];
 
 /// The overview of `consoled --help`.

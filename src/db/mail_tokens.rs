@@ -1,5 +1,6 @@
-//! Table `mail_tokens`: the single-use tokens of verification and password-reset links. Only the
-//! SHA-256 of a token is stored; the token itself exists only in the mail that carries it.
+//! Table `mail_tokens`: the single-use tokens of verification, password-reset and email-change
+//! links. Only the SHA-256 of a token is stored; the token itself exists only in the mail that
+//! carries it.
 
 use std::time::Duration;
 
@@ -11,6 +12,8 @@ use crate::crypto::{new_token, token_hash};
 pub enum Purpose {
     VerifyEmail,
     PasswordReset,
+    /// The link to a new address that makes the change (`auth::email_change`).
+    EmailChange,
 }
 
 impl Purpose {
@@ -18,26 +21,27 @@ impl Purpose {
         match self {
             Purpose::VerifyEmail => "verify_email",
             Purpose::PasswordReset => "password_reset",
+            Purpose::EmailChange => "email_change",
         }
     }
 
     pub fn lifetime(self) -> Duration {
         match self {
-            Purpose::VerifyEmail => Duration::from_secs(24 * 3600),
+            Purpose::VerifyEmail | Purpose::EmailChange => Duration::from_secs(24 * 3600),
             Purpose::PasswordReset => Duration::from_secs(3600),
         }
     }
 }
 
 /// Mints a token for `email` and stores its hash; returns the token (for the mail only).
-/// A new reset token voids the user's older unused ones.
+/// A new reset or email-change token voids the user's older unused ones of its purpose.
 pub fn create(
     c: &mut impl Sql,
     user_id: i64,
     purpose: Purpose,
     email: &str,
 ) -> Result<String, postgres::Error> {
-    if purpose == Purpose::PasswordReset {
+    if matches!(purpose, Purpose::PasswordReset | Purpose::EmailChange) {
         void_unused(c, user_id, purpose)?;
     }
     let token = new_token();

@@ -62,6 +62,11 @@ pub const MIGRATIONS: &[(i32, &str, &str)] = &[
         include_str!("../../migrations/0011_teams.sql"),
     ),
     (
+        12,
+        "0012_account_life.sql",
+        include_str!("../../migrations/0012_account_life.sql"),
+    ),
+    (
         13,
         "0013_oidc_identities.sql",
         include_str!("../../migrations/0013_oidc_identities.sql"),

@@ -2,6 +2,7 @@
 
 pub mod callers;
 pub mod devices;
+pub mod export;
 pub mod health;
 pub mod identities;
 pub mod invitations;

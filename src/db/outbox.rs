@@ -11,7 +11,7 @@ pub fn enqueue(
     user_id: i64,
     recipient: &str,
 ) -> Result<i64, postgres::Error> {
-    insert(c, kind, Some(user_id), recipient, None)
+    insert(c, kind, Some(user_id), recipient, None, None)
 }
 
 /// Queues the mail of an invitation (kind `invitation`); its link's token is minted when it is
@@ -21,7 +21,7 @@ pub fn enqueue_invitation(
     invitation_id: i64,
     recipient: &str,
 ) -> Result<i64, postgres::Error> {
-    insert(c, "invitation", None, recipient, Some(invitation_id))
+    insert(c, "invitation", None, recipient, Some(invitation_id), None)
 }
 
 /// Queues a mail for an address whether or not it has an account: the sender looks the account
@@ -32,7 +32,20 @@ pub fn enqueue_for_address(
     kind: &str,
     recipient: &str,
 ) -> Result<i64, postgres::Error> {
-    insert(c, kind, None, recipient, None)
+    insert(c, kind, None, recipient, None, None)
+}
+
+/// Queues a mail that reports a change with its facts (`details`: the client of the change, a new
+/// address; never a secret; the time is added), to a user, or to an address alone (`user_id` `None`:
+/// the mail outlives the account, as the one telling that the account was deleted).
+pub fn enqueue_with_details(
+    c: &mut impl Sql,
+    kind: &str,
+    user_id: Option<i64>,
+    recipient: &str,
+    details: &serde_json::Value,
+) -> Result<i64, postgres::Error> {
+    insert(c, kind, user_id, recipient, None, Some(details.to_string()))
 }
 
 fn insert(
@@ -41,11 +54,15 @@ fn insert(
     user_id: Option<i64>,
     recipient: &str,
     invitation_id: Option<i64>,
+    details: Option<String>,
 ) -> Result<i64, postgres::Error> {
     let row = c.query_one(
-        "INSERT INTO outbox (kind, user_id, recipient, invitation_id) VALUES ($1, $2, $3, $4)
+        // The facts get the time of the change: this transaction's.
+        "INSERT INTO outbox (kind, user_id, recipient, invitation_id, details)
+         VALUES ($1, $2, $3, $4, ($5::text)::jsonb || jsonb_build_object('at',
+                 to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')))
          RETURNING id",
-        &[&kind, &user_id, &recipient, &invitation_id],
+        &[&kind, &user_id, &recipient, &invitation_id, &details],
     )?;
     // Wakes the sender thread of every instance; the payload is only the row id.
     c.execute(
@@ -64,13 +81,15 @@ pub struct Due {
     pub recipient: String,
     pub attempts: i32,
     pub invitation_id: Option<i64>,
+    /// The facts the mail reports (`enqueue_with_details`), as JSON.
+    pub details: Option<serde_json::Value>,
 }
 
 /// Claims the oldest due row for the caller's transaction. Rows another instance is sending are
 /// skipped, never waited for, so no row is sent twice and no sender blocks another.
 pub fn claim_due(c: &mut impl Sql) -> Result<Option<Due>, postgres::Error> {
     let row = c.query_opt(
-        "SELECT id, kind, user_id, recipient, attempts, invitation_id FROM outbox
+        "SELECT id, kind, user_id, recipient, attempts, invitation_id, details::text FROM outbox
           WHERE next_attempt_at <= now()
           ORDER BY next_attempt_at, id
           LIMIT 1 FOR UPDATE SKIP LOCKED",
@@ -83,6 +102,9 @@ pub fn claim_due(c: &mut impl Sql) -> Result<Option<Due>, postgres::Error> {
         recipient: r.get(3),
         attempts: r.get(4),
         invitation_id: r.get(5),
+        details: r
+            .get::<_, Option<String>>(6)
+            .and_then(|d| serde_json::from_str(&d).ok()),
     }))
 }
 

@@ -177,3 +177,34 @@ pub fn purge_old(c: &mut impl Sql) -> Result<u64, postgres::Error> {
         &[],
     )
 }
+
+/// The events of the buckets `limits::keys_of_account` names: (bucket kind, time), oldest
+/// first. The kind is the key's prefix: the rest of a key may name a client address.
+pub fn events_of_account(
+    c: &mut impl Sql,
+    (exact, prefixes): &(Vec<String>, Vec<String>),
+) -> Result<Vec<(String, String)>, postgres::Error> {
+    let rows = c.query(
+        "SELECT split_part(bucket, ':', 1),
+                to_char(at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')
+           FROM rate_events
+          WHERE bucket = ANY($1)
+             OR EXISTS (SELECT 1 FROM unnest($2::text[]) p WHERE starts_with(bucket, p))
+          ORDER BY at",
+        &[exact, prefixes],
+    )?;
+    Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
+}
+
+/// Forgets the events of the buckets `limits::keys_of_account` names (a deleted account).
+pub fn forget_account(
+    c: &mut impl Sql,
+    (exact, prefixes): &(Vec<String>, Vec<String>),
+) -> Result<u64, postgres::Error> {
+    c.execute(
+        "DELETE FROM rate_events
+          WHERE bucket = ANY($1)
+             OR EXISTS (SELECT 1 FROM unnest($2::text[]) p WHERE starts_with(bucket, p))",
+        &[exact, prefixes],
+    )
+}

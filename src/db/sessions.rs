@@ -36,19 +36,24 @@ pub struct Seen {
     pub agent: String,
 }
 
-/// Creates a session; returns the cookie token (shown once) and the session.
+/// Creates a session; returns the cookie token (shown once) and the session, or `None` when the
+/// account is disabled (or gone). This is where every sign-in meets a disabled account: the
+/// user's row is share-locked, so a concurrent `consoled user disable` waits for this
+/// transaction and then ends the session it made, or commits first and is seen here.
 pub fn create(
     c: &mut impl Sql,
     user_id: i64,
     mfa_pending: bool,
     lifetime: Duration,
     seen: &Seen,
-) -> Result<(String, Session), postgres::Error> {
+) -> Result<Option<(String, Session)>, postgres::Error> {
     let token = new_token();
     let secs = lifetime.as_secs_f64();
-    let row = c.query_one(
+    let row = c.query_opt(
         "INSERT INTO sessions (token_hash, user_id, mfa_pending, expires_at, client_address, user_agent)
-         VALUES ($1, $2, $3, now() + make_interval(secs => $4), $5, $6) RETURNING id, public_id",
+         SELECT $1, u.id, $3, now() + make_interval(secs => $4), $5, $6
+           FROM users u WHERE u.id = $2 AND u.disabled_at IS NULL FOR SHARE
+         RETURNING id, public_id",
         &[
             &token_hash(&token),
             &user_id,
@@ -58,6 +63,9 @@ pub fn create(
             &seen.agent,
         ],
     )?;
+    let Some(row) = row else {
+        return Ok(None);
+    };
     let session = Session {
         id: row.get(0),
         public_id: row.get(1),
@@ -68,7 +76,7 @@ pub fn create(
         since_seen: 0.0,
         age: 0.0,
     };
-    Ok((token, session))
+    Ok(Some((token, session)))
 }
 
 /// The live session of a cookie token. Pending sessions have only their absolute end.

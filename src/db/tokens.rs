@@ -2,9 +2,10 @@
 //! hashed (`tokens::secret` gives it its form). Revoking a token ends its open streams on every
 //! instance (trigger).
 //!
-//! What makes a token live (not revoked, not expired, its maker still a member) is said once, in
-//! the view `live_api_tokens` (migration 0010): `find` below is the one lookup of a token by its
-//! secret, and it, `is_live` and the stream openings all read that view.
+//! What makes a token live (not revoked, not expired, its maker still a member and not
+//! disabled) is said once, in the view `live_api_tokens` (migrations 0010 and 0012): `find`
+//! below is the one lookup of a token by its secret, and it, `is_live` and the stream openings
+//! all read that view.
 
 use serde::Serialize;
 

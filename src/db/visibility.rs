@@ -42,8 +42,8 @@ pub fn live_sessions(c: &mut impl Sql, ids: &[i64]) -> Result<HashMap<i64, u64>,
         .collect())
 }
 
-/// The given API tokens that are live (`live_api_tokens`: not revoked, not expired...) and whose
-/// organization is active.
+/// The given API tokens that are live (`live_api_tokens`: not revoked, not expired, its maker
+/// not disabled...) and whose organization is active.
 pub fn live_tokens(c: &mut impl Sql, ids: &[i64]) -> Result<Vec<i64>, postgres::Error> {
     let rows = c.query(
         "SELECT t.id FROM live_api_tokens t

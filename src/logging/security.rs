@@ -49,6 +49,16 @@ pub enum Event {
     ProjectDeleted,
     ApiTokenCreated,
     ApiTokenRevoked,
+    // The account's life (issue 32): the user's own changes, and the operator's.
+    SigninRefused,
+    ProfileChanged,
+    EmailChangeRequested,
+    EmailChanged,
+    AccountExported,
+    AccountDeleted,
+    AccountDisabled,
+    AccountEnabled,
+    SignedOutEverywhere,
 }
 
 impl Event {
@@ -86,6 +96,15 @@ impl Event {
             Event::ProjectDeleted => "project_deleted",
             Event::ApiTokenCreated => "api_token_created",
             Event::ApiTokenRevoked => "api_token_revoked",
+            Event::SigninRefused => "signin_refused",
+            Event::ProfileChanged => "profile_changed",
+            Event::EmailChangeRequested => "email_change_requested",
+            Event::EmailChanged => "email_changed",
+            Event::AccountExported => "account_exported",
+            Event::AccountDeleted => "account_deleted",
+            Event::AccountDisabled => "account_disabled",
+            Event::AccountEnabled => "account_enabled",
+            Event::SignedOutEverywhere => "signed_out_everywhere",
         }
     }
 
@@ -123,6 +142,15 @@ impl Event {
             Event::ProjectDeleted => "project deleted",
             Event::ApiTokenCreated => "API token made",
             Event::ApiTokenRevoked => "API token revoked",
+            Event::SigninRefused => "sign-in refused (account disabled)",
+            Event::ProfileChanged => "profile changed",
+            Event::EmailChangeRequested => "email change requested",
+            Event::EmailChanged => "email address changed",
+            Event::AccountExported => "account data exported",
+            Event::AccountDeleted => "account deleted",
+            Event::AccountDisabled => "account disabled",
+            Event::AccountEnabled => "account enabled",
+            Event::SignedOutEverywhere => "signed out everywhere",
         }
     }
 
@@ -134,7 +162,8 @@ impl Event {
             | Event::ProviderSigninFailed
             | Event::PasswordChangeRefused
             | Event::ReauthFailed
-            | Event::SignupRefused => Level::Warn,
+            | Event::SignupRefused
+            | Event::SigninRefused => Level::Warn,
             _ => Level::Info,
         }
     }
@@ -175,6 +204,7 @@ mod tests {
             Event::PasswordResetRequested,
             Event::PasswordReset,
             Event::PasswordChanged,
+            Event::PasswordChangeRefused,
             Event::ReauthFailed,
             Event::Logout,
             Event::SessionRevoked,
@@ -194,8 +224,25 @@ mod tests {
             Event::ProjectDeleted,
             Event::ApiTokenCreated,
             Event::ApiTokenRevoked,
+            Event::SigninRefused,
+            Event::ProfileChanged,
+            Event::EmailChangeRequested,
+            Event::EmailChanged,
+            Event::AccountExported,
+            Event::AccountDeleted,
+            Event::AccountDisabled,
+            Event::AccountEnabled,
+            Event::SignedOutEverywhere,
         ];
         let mut names: Vec<&str> = all.iter().map(|e| e.name()).collect();
+        // docs/LOGS.md's table names every event an operator may find.
+        let logs = include_str!("../../docs/LOGS.md");
+        for name in &names {
+            assert!(
+                logs.contains(&format!("`{name}`")),
+                "{name} missing from docs/LOGS.md"
+            );
+        }
         names.sort();
         names.dedup();
         assert_eq!(names.len(), all.len());

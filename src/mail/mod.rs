@@ -12,6 +12,7 @@
 //! `smtps://` is SMTP inside TLS (port 465 by default). `user:password@` authenticates
 //! (percent-encoded). Without a URL, mails are written as `.eml` files into `CONSOLED_MAIL_DIR`.
 
+mod notices;
 mod sender;
 mod templates;
 mod transport;

@@ -103,8 +103,8 @@ fn pause(app: &App, d: Duration) {
 
 enum Outcome {
     Sent,
-    /// Nothing to send: an address verified in the meantime, or a reset for an address that
-    /// has no account.
+    /// Nothing to send: an address verified in the meantime, a reset for an address that has
+    /// no account or a disabled one, an email change made or void meanwhile.
     Obsolete,
     Failed(SendError),
 }
@@ -119,7 +119,11 @@ fn deliver_next(app: &App, mailer: &Mailer, client: &mut Client) -> Result<bool,
         // A reset asked for by address (`forgot`): mailed, or dropped because the address has
         // no account. Which of the two is neither counted nor logged apart (issue 37, item 4):
         // whoever asked must not learn it, through the metrics or anyone who reads the log.
-        Outcome::Sent | Outcome::Obsolete if due.user_id.is_none() => {
+        // (Other mails without a user, an invitation or a notice to an address an account has
+        // left, are mails like any other.)
+        Outcome::Sent | Outcome::Obsolete
+            if due.user_id.is_none() && due.kind == "password_reset" =>
+        {
             outbox::delete(&mut tx, due.id)?;
             app.metrics.reset_requests.fetch_add(1, Ordering::Relaxed);
             log::info!(
@@ -187,6 +191,21 @@ fn attempt(
     }
 }
 
+/// The mail a row becomes. An address change to an address that has an account already becomes
+/// a note to its owner, without the link: the link is still minted (and never sent), so that
+/// nothing the asker can read (the answer, the export's mailed links) tells the two apart.
+fn mailed_kind<'a>(
+    c: &mut Transaction<'_>,
+    due: &'a outbox::Due,
+) -> Result<&'a str, postgres::Error> {
+    if due.kind == "email_change"
+        && users::find_by_email(c, &Email::normalise(&due.recipient))?.is_some()
+    {
+        return Ok("email_change_taken");
+    }
+    Ok(&due.kind)
+}
+
 /// A mail to an account (or, for a reset, to an address that may have one).
 fn account_mail(
     app: &App,
@@ -206,14 +225,10 @@ fn account_mail(
             users::find_by_email(c, &Email::normalise(&due.recipient))?
         }
     };
-    let obsolete = match due.kind.as_str() {
-        "verify_email" => user.as_ref().is_none_or(|u| u.email_verified),
-        "password_reset" => user.is_none(),
-        _ => false,
-    };
-    if obsolete {
+    if obsolete(due, user.as_ref()) {
         return Ok(Built::Obsolete);
     }
+    let kind = mailed_kind(c, due)?;
     let link = match (token_kind(&due.kind), &user) {
         (Some((purpose, page)), Some(user)) => {
             let token = mail_tokens::create(c, user.id, purpose, &due.recipient)?;
@@ -223,9 +238,11 @@ fn account_mail(
             return Ok(Built::Failed(SendError::permanent("no such user".into())));
         }
         (None, _) => None,
-    };
+    }
+    .filter(|_| kind == due.kind);
+    let console = &app.config.console_url;
     Ok(
-        match template(&due.kind, &app.config.console_url, link.clone()) {
+        match template(kind, console, link.clone(), due.details.as_ref()) {
             Some(mail) => Built::Ready(mail, link),
             // Perhaps a newer instance's kind: leave the row for it, with backoff.
             None => Built::Failed(SendError::transient(format!(
@@ -234,6 +251,18 @@ fn account_mail(
             ))),
         },
     )
+}
+
+/// Whether a row's mail is no longer needed: an address verified meanwhile, a reset for an
+/// address without an account, an address change made or void meanwhile. A disabled account
+/// gets no link that could lead back in.
+fn obsolete(due: &outbox::Due, user: Option<&users::User>) -> bool {
+    match due.kind.as_str() {
+        "verify_email" => user.is_none_or(|u| u.email_verified),
+        "password_reset" => user.is_none_or(|u| u.disabled_at.is_some()),
+        "email_change" => user.is_none_or(|u| u.disabled_at.is_some() || u.email == due.recipient),
+        _ => false,
+    }
 }
 
 /// An invitation's mail, with a new link token; none once it was used, cancelled or expired.

@@ -9,20 +9,39 @@ pub(super) struct Mail {
     pub(super) intro: String,
     pub(super) link: String,
     pub(super) outro: &'static str,
+    /// Lines of facts after the intro (the time and client of a change), for the kinds that
+    /// report one (`notices`).
+    pub(super) facts: Vec<String>,
 }
 
 impl Mail {
     pub(super) fn text(&self) -> String {
+        let facts: String = self.facts.iter().map(|f| format!("{f}\n")).collect();
+        let facts = if facts.is_empty() {
+            facts
+        } else {
+            format!("{facts}\n")
+        };
         format!(
-            "Hello,\n\n{}\n\n{}\n\n{}\n",
+            "Hello,\n\n{}\n\n{facts}{}\n\n{}\n",
             self.intro, self.link, self.outro
         )
     }
 
     pub(super) fn html(&self) -> String {
         let link = html_escape(&self.link);
+        let facts: String = self
+            .facts
+            .iter()
+            .map(|f| format!("<li>{}</li>", html_escape(f)))
+            .collect();
+        let facts = if facts.is_empty() {
+            facts
+        } else {
+            format!("<ul>{facts}</ul>\n")
+        };
         format!(
-            "<!DOCTYPE html>\n<html><body>\n<p>Hello,</p>\n<p>{}</p>\n<p><a href=\"{link}\">{link}</a></p>\n<p>{}</p>\n</body></html>\n",
+            "<!DOCTYPE html>\n<html><body>\n<p>Hello,</p>\n<p>{}</p>\n{facts}<p><a href=\"{link}\">{link}</a></p>\n<p>{}</p>\n</body></html>\n",
             html_escape(&self.intro),
             html_escape(self.outro)
         )
@@ -41,6 +60,7 @@ pub(super) fn token_kind(kind: &str) -> Option<(Purpose, &'static str)> {
     match kind {
         "verify_email" => Some((Purpose::VerifyEmail, "verify-email")),
         "password_reset" => Some((Purpose::PasswordReset, "reset-password")),
+        "email_change" => Some((Purpose::EmailChange, "change-email")),
         _ => None,
     }
 }
@@ -65,11 +85,17 @@ pub(super) fn invitation(link: String, invite: &crate::db::invitations::Mailing)
         link,
         outro: "The link works once and expires in 7 days. If you did not expect this \
                 invitation, ignore this mail.",
+        facts: Vec::new(),
     }
 }
 
 /// The mail of an outbox kind; `link` is the token link for kinds that have one.
-pub(super) fn template(kind: &str, console_url: &str, link: Option<String>) -> Option<Mail> {
+pub(super) fn template(
+    kind: &str,
+    console_url: &str,
+    link: Option<String>,
+    details: Option<&serde_json::Value>,
+) -> Option<Mail> {
     let sign_in = format!("{console_url}/login");
     let mail = match kind {
         "verify_email" => Mail {
@@ -80,6 +106,7 @@ pub(super) fn template(kind: &str, console_url: &str, link: Option<String>) -> O
             outro:
                 "The link works once and expires in 24 hours. If you did not create an account, \
                     ignore this mail.",
+            facts: Vec::new(),
         },
         "password_reset" => Mail {
             subject: "Reset your password",
@@ -90,6 +117,7 @@ pub(super) fn template(kind: &str, console_url: &str, link: Option<String>) -> O
             outro: "The link works once and expires in 1 hour; a newer reset mail replaces it. \
                     Resetting signs out every session. If you did not ask for this, ignore this \
                     mail: your password stays as it is.",
+            facts: Vec::new(),
         },
         "mfa_enabled" => Mail {
             subject: "Two-factor sign-in was enabled",
@@ -98,6 +126,7 @@ pub(super) fn template(kind: &str, console_url: &str, link: Option<String>) -> O
                 .into(),
             link: sign_in,
             outro: "If it was you, there is nothing to do.",
+            facts: Vec::new(),
         },
         "mfa_recovery_codes" => Mail {
             subject: "New recovery codes were made",
@@ -107,6 +136,7 @@ pub(super) fn template(kind: &str, console_url: &str, link: Option<String>) -> O
                 .into(),
             link: sign_in,
             outro: "If it was you, there is nothing to do.",
+            facts: Vec::new(),
         },
         "password_changed" => Mail {
             subject: "Your password was changed",
@@ -116,6 +146,7 @@ pub(super) fn template(kind: &str, console_url: &str, link: Option<String>) -> O
                 .into(),
             link: sign_in,
             outro: "If it was you, there is nothing to do.",
+            facts: Vec::new(),
         },
         "mfa_removed" => Mail {
             subject: "Two-factor sign-in was removed",
@@ -128,6 +159,7 @@ pub(super) fn template(kind: &str, console_url: &str, link: Option<String>) -> O
             link: sign_in,
             outro: "If you set it up yourself before confirming the address, this is why it is \
                     gone.",
+            facts: Vec::new(),
         },
         "mfa_disabled" => Mail {
             subject: "Two-factor sign-in was disabled",
@@ -136,8 +168,9 @@ pub(super) fn template(kind: &str, console_url: &str, link: Option<String>) -> O
                 .into(),
             link: sign_in,
             outro: "If it was you, there is nothing to do.",
+            facts: Vec::new(),
         },
-        _ => return None,
+        _ => return super::notices::template(kind, console_url, link, details),
     };
     Some(mail)
 }
@@ -161,14 +194,15 @@ mod tests {
                 kind,
                 "https://c.example",
                 Some("https://c.example/x".into()),
+                None,
             )
             .unwrap_or_else(|| panic!("{kind}"));
             assert!(mail.text().contains("https://c.example/"), "{kind}");
             assert!(mail.html().contains("<a href="), "{kind}");
         }
-        assert!(template("verify_email", "https://c.example", None).is_none());
-        assert!(template("mfa_enabled", "https://c.example", None).is_some());
-        assert!(template("unknown", "https://c.example", None).is_none());
+        assert!(template("verify_email", "https://c.example", None, None).is_none());
+        assert!(template("mfa_enabled", "https://c.example", None, None).is_some());
+        assert!(template("unknown", "https://c.example", None, None).is_none());
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! `make test` (DATABASE_URL), and a small raw HTTP/1.1 client with a cookie jar.
 #![allow(dead_code)]
 
+pub mod account;
 pub mod binary;
 pub mod browsers;
 pub mod checks;

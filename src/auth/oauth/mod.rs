@@ -7,7 +7,8 @@
 //! provider. `callback` consumes the attempt, checks that it belongs to this provider (mix-up
 //! defence) and to this browser, exchanges the code, and signs the user in (see `accounts`).
 //! Every refusal is a 302 to `{console}/login?error=<code>` without a session (the codes of
-//! `Declined`); an unknown or unconfigured provider is 404 on both endpoints.
+//! `Declined`, `account_disabled` for a disabled account among them); an unknown or unconfigured
+//! provider is 404 on both endpoints.
 //!
 //! No database connection is held while a provider is called, and every provider call is bounded
 //! by `CONSOLED_OAUTH_TIMEOUT_SECONDS`. Codes, tokens and state values are never logged.
@@ -120,6 +121,11 @@ impl Declined {
 
 impl From<ApiError> for Declined {
     fn from(e: ApiError) -> Declined {
+        // The one place a provider's user is signed in refuses a disabled account
+        // (`auth::create_session_cookie`); the console is told why.
+        if e.code == Code::AccountDisabled {
+            return Declined::new("account_disabled", "the account is disabled");
+        }
         let detail = e.more.log_detail.clone();
         Declined::failed(detail.unwrap_or_else(|| e.code.as_str().to_string()))
     }
