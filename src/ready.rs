@@ -40,8 +40,8 @@ pub struct Readiness {
 }
 
 impl Readiness {
-    /// Whether the database answered, within `ANSWER_WITHIN`.
-    pub fn check(&self) -> Result<(), String> {
+    /// Ok when the database answered within `ANSWER_WITHIN`; else what went wrong.
+    pub fn database_answers(&self) -> Result<(), String> {
         let asked = Instant::now();
         let deadline = asked + ANSWER_WITHIN;
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());

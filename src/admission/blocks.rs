@@ -22,7 +22,7 @@ pub struct Blocks {
 
 impl Blocks {
     /// Seconds left while `client` is known to be over its budget.
-    pub fn check(&self, client: Client) -> Option<u64> {
+    pub fn blocked_for(&self, client: Client) -> Option<u64> {
         let mut until = self.until.lock().unwrap();
         let end = *until.get(&client)?;
         let now = Instant::now();
@@ -55,11 +55,11 @@ mod tests {
         let blocks = Blocks::default();
         let a = Client::of(Some("1.2.3.4".parse().unwrap()));
         let b = Client::of(Some("1.2.3.5".parse().unwrap()));
-        assert_eq!(blocks.check(a), None);
+        assert_eq!(blocks.blocked_for(a), None);
         blocks.block(a, 30);
-        assert_eq!(blocks.check(a), Some(30));
-        assert_eq!(blocks.check(b), None);
+        assert_eq!(blocks.blocked_for(a), Some(30));
+        assert_eq!(blocks.blocked_for(b), None);
         blocks.until.lock().unwrap().insert(a, Instant::now());
-        assert_eq!(blocks.check(a), None);
+        assert_eq!(blocks.blocked_for(a), None);
     }
 }

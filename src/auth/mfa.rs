@@ -244,7 +244,7 @@ fn cap_bucket(user_id: i64) -> Bucket<'static> {
 /// 429 while the user has had 20 wrong codes within the hour, whatever this code is. The bucket
 /// stays locked until the transaction ends, so concurrent attempts cannot overshoot the cap.
 fn check_cap(tx: &mut impl Sql, limits: &Limits, user_id: i64) -> ApiResult<()> {
-    Ok(Budgets::new(limits).check_locked(tx, &[cap_bucket(user_id)])?)
+    Ok(Budgets::new(limits).require_room_locked(tx, &[cap_bucket(user_id)])?)
 }
 
 /// A wrong code on an enrolment endpoint: counted toward the user's hourly cap.

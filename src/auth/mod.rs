@@ -51,7 +51,8 @@ pub fn audit(
 /// The screen of the routes that hash a password (sign-up, password reset): refused from
 /// memory, before a worker, when the client would get no place in the fair hash admission.
 pub fn hash_screen(app: &App, req: &Request) -> ApiResult<()> {
-    app.hasher.check(req.client(&app.config.client_source))
+    app.hasher
+        .would_admit(req.client(&app.config.client_source))
 }
 
 /// The session of a request that must be fully authenticated: 401 `unauthorized` without one,

@@ -44,7 +44,7 @@ pub fn change(app: &App, req: &Request) -> ApiResult<Reply> {
     match (user.password_hash.as_deref(), current) {
         (Some(_), None) => return Err(ApiError::invalid("current_password", "required")),
         (Some(stored), Some(current)) => {
-            app.hasher.check(client)?;
+            app.hasher.would_admit(client)?;
             if !attempt::verify(app, &email, client, current, stored)?.is_right() {
                 super::audit(app, req, Event::PasswordChangeRefused, Some(user.id), &[]);
                 return Err(ApiError::new(Code::InvalidCredentials)
@@ -60,7 +60,7 @@ pub fn change(app: &App, req: &Request) -> ApiResult<Reply> {
         }
         (None, _) => {}
     }
-    app.hasher.check(client)?;
+    app.hasher.would_admit(client)?;
     let hash = app.hasher.hash(client, password.as_str())?;
 
     let mut c = db::conn(&app.pool)?;

@@ -25,11 +25,11 @@ pub fn post(app: &App, req: &Request) -> ApiResult<Reply> {
     let name = parse_name(fields.string("name")?)?;
     let link = fields.optional_string("invitation")?;
     // Before any count or hash: a refused password costs nothing.
-    super::passwords::check(&password, "password", email.as_str(), &name)?;
+    super::passwords::refuse_weak(&password, "password", email.as_str(), &name)?;
 
     // Count the attempt before the expensive hash, in its own short transaction.
     let client = req.client(&app.config.client_source);
-    app.hasher.check(client)?;
+    app.hasher.would_admit(client)?;
     let invitation = {
         let mut c = db::conn(&app.pool)?;
         let admitted =

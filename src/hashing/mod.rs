@@ -117,7 +117,7 @@ impl Hasher {
 
     /// A cheap early refusal, before a request costs any database work: 429 when `client` would
     /// get no hash place now. (`hash`/`verify` decide again; this look may race.)
-    pub fn check(&self, client: Client) -> Result<(), ApiError> {
+    pub fn would_admit(&self, client: Client) -> Result<(), ApiError> {
         if self.shared.queue.has_place(client) {
             return Ok(());
         }

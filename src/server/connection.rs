@@ -400,5 +400,5 @@ fn expects_continue(parsed: &tiny_http::Request) -> bool {
 fn framing(parsed: &tiny_http::Request, lines: &[(String, String)]) -> Result<(), ApiError> {
     let version = parsed.http_version();
     let head = crate::http::framing::Head::of((version.0, version.1), lines);
-    crate::http::framing::check(&head)
+    crate::http::framing::well_framed(&head)
 }

@@ -60,8 +60,8 @@ pub fn identity(
         nonce,
         now: unix_now(),
     };
-    claims::check(&claims, &expected).map_err(Declined::failed)?;
-    claims::check_times(&claims, expected.now).map_err(Declined::failed)?;
+    claims::as_expected(&claims, &expected).map_err(Declined::failed)?;
+    claims::timely(&claims, expected.now).map_err(Declined::failed)?;
     let claims = with_userinfo(config, exchange, &tokens, claims)?;
     check_required_claim(config, &claims)?;
     let identity = read_identity(&claims, &config.email_verified_claim);
