@@ -145,9 +145,15 @@ pub fn renew_token(app: &App, c: &mut impl Sql, session: &Session) -> ApiResult<
 
 /// The Auth state (docs/API.md, "Bodies").
 pub fn auth_state(c: &mut impl Sql, user_id: i64, mfa_required: bool) -> ApiResult<Value> {
-    let user =
-        users::find(c, user_id)?.ok_or_else(|| ApiError::internal("session of a deleted user"))?;
+    let user = session_user(c, user_id)?;
     auth_state_of(c, &user, mfa_required)
+}
+
+/// The user of a session this request read. Deleting a user deletes its sessions, so the user
+/// is missing only when it was deleted while the request ran: 500, with one detail for the log,
+/// wherever a handler reads a session's user.
+pub fn session_user(c: &mut impl Sql, user_id: i64) -> ApiResult<users::User> {
+    users::find(c, user_id)?.ok_or_else(|| ApiError::internal("session of a deleted user"))
 }
 
 /// Auth state of a user already read in this request.
