@@ -20,6 +20,7 @@ pub mod http;
 pub mod identity;
 pub mod keys;
 pub mod limits;
+pub mod locks;
 pub mod logging;
 pub mod mail;
 pub mod maintenance;

@@ -4,7 +4,8 @@
 //! for the group that opens it); when 5,000 streams open at once on two cores, the yields of
 //! those waits were a tenth of the workers' time (BENCHMARKS.md, "Storm").
 
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use crate::locks::Unpoisoned;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 enum State<T> {
     Waiting,
@@ -28,7 +29,7 @@ struct Mailbox<T> {
 
 impl<T> Mailbox<T> {
     fn lock(&self) -> MutexGuard<'_, Content<T>> {
-        self.content.lock().unwrap_or_else(PoisonError::into_inner)
+        self.content.lock().unpoisoned()
     }
 
     fn put(&self, state: State<T>) {
@@ -90,11 +91,7 @@ impl<T> Receiver<T> {
                 State::Gone => return None,
                 State::Waiting => {
                     slot.asleep = true;
-                    slot = self
-                        .0
-                        .ready
-                        .wait(slot)
-                        .unwrap_or_else(PoisonError::into_inner);
+                    slot = self.0.ready.wait(slot).unpoisoned();
                     slot.asleep = false;
                 }
             }

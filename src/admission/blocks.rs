@@ -10,6 +10,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use crate::http::client::Client;
+use crate::locks::Unpoisoned;
 
 /// Addresses remembered at most; past it, expired entries are dropped, and when none are, new
 /// blocks are not remembered (those requests fall back to the database look).
@@ -23,7 +24,7 @@ pub struct Blocks {
 impl Blocks {
     /// Seconds left while `client` is known to be over its budget.
     pub fn blocked_for(&self, client: Client) -> Option<u64> {
-        let mut until = self.until.lock().unwrap();
+        let mut until = self.until.lock().unpoisoned();
         let end = *until.get(&client)?;
         let now = Instant::now();
         if end <= now {
@@ -34,7 +35,7 @@ impl Blocks {
     }
 
     pub fn block(&self, client: Client, secs: u64) {
-        let mut until = self.until.lock().unwrap();
+        let mut until = self.until.lock().unpoisoned();
         let now = Instant::now();
         if until.len() >= MAX_ENTRIES {
             until.retain(|_, end| *end > now);

@@ -6,6 +6,7 @@
 //! principal happened since: only then does it read again (a race, rare), so a stream opens in
 //! one statement and stays correct.
 
+use crate::locks::Unpoisoned;
 use std::collections::VecDeque;
 use std::sync::Mutex;
 
@@ -37,7 +38,7 @@ pub struct Journal {
 
 impl Journal {
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+        self.inner.lock().unpoisoned()
     }
 
     /// The position of the next notification.

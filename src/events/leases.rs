@@ -14,6 +14,7 @@ use crossbeam_channel::{Receiver, Sender};
 
 use crate::crypto;
 use crate::db::leases::Holder;
+use crate::locks::Unpoisoned;
 
 pub(super) enum Job {
     Release(i64),
@@ -79,7 +80,7 @@ impl LeaseBook {
     }
 
     fn live_set(&self) -> std::sync::MutexGuard<'_, HashMap<i64, Holder>> {
-        self.live.lock().unwrap_or_else(|e| e.into_inner())
+        self.live.lock().unpoisoned()
     }
 
     pub(super) fn live(&self) -> Vec<(i64, Holder)> {

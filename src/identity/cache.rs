@@ -22,6 +22,7 @@ use std::time::{Duration, Instant};
 
 use super::{By, Caller};
 use crate::events::journal::{Journal, Mark};
+use crate::locks::Unpoisoned;
 
 /// The SHA-256 of a presented secret.
 pub type Key = [u8; 32];
@@ -104,7 +105,7 @@ impl Checked {
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+        self.inner.lock().unpoisoned()
     }
 
     /// The caller of `key`, while it may be used; marks the use.

@@ -9,6 +9,7 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 use crate::db::{sessions, tokens, Sql};
+use crate::locks::Unpoisoned;
 
 /// How often the maintenance thread writes the batch.
 pub const EVERY: Duration = Duration::from_secs(1);
@@ -26,7 +27,7 @@ struct Pending {
 
 impl Seen {
     fn lock(&self) -> MutexGuard<'_, Pending> {
-        self.pending.lock().unwrap_or_else(|e| e.into_inner())
+        self.pending.lock().unpoisoned()
     }
 
     /// Notes a use of session `id`, from where `seen` says.

@@ -26,6 +26,7 @@ pub use discovery::Discovered;
 pub use refresh::start;
 
 use crate::config::OidcConfig;
+use crate::locks::Unpoisoned;
 
 /// One configured provider and what it has told us so far.
 pub struct Live {
@@ -45,15 +46,12 @@ impl Live {
 
     /// The endpoints of the latest good discovery; `None` until the provider has answered.
     pub fn discovered(&self) -> Option<Arc<Discovered>> {
-        self.discovered
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
+        self.discovered.read().unpoisoned().clone()
     }
 
     fn set_discovered(&self, discovered: Discovered, keys: Vec<keys::Key>) {
         self.keys.set(keys);
-        *self.discovered.write().unwrap_or_else(|e| e.into_inner()) = Some(Arc::new(discovered));
+        *self.discovered.write().unpoisoned() = Some(Arc::new(discovered));
     }
 }
 
