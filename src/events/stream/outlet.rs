@@ -4,10 +4,11 @@
 //! sleeps with nothing to send (`SocketDirect`), whose unsent rest the outlet takes back.
 
 use std::io::Write;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::body::Outlet;
 use super::signal::{Direct, End, Sent};
+use crate::locks::Unpoisoned;
 use crate::os::thread::Role;
 use crate::os::{ClientSocket, Peer};
 
@@ -45,7 +46,7 @@ pub(super) struct SocketDirect {
 
 impl SocketDirect {
     fn rest(&self) -> MutexGuard<'_, Vec<u8>> {
-        self.rest.lock().unwrap_or_else(PoisonError::into_inner)
+        self.rest.lock().unpoisoned()
     }
 }
 
