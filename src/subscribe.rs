@@ -245,7 +245,7 @@ fn unknown_token() -> ApiError {
 /// (docs/API.md, "Organizations and projects"), with the reason.
 fn inactive_organization(status: &str) -> ApiError {
     match crate::access::Status::parse(status) {
-        Some(status) => crate::access::Refusal::Status(status).into_error(),
+        Some(status) => crate::access::Forbidden::Status(status).into_error(),
         None => unknown_token(),
     }
 }

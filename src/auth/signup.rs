@@ -94,7 +94,7 @@ fn join(
         return Ok(None);
     };
     if let Some((status, personal)) = orgs::status_of(tx, org_id)? {
-        access::admits(status, personal).map_err(access::Refusal::into_error)?;
+        access::admits(status, personal).map_err(access::Forbidden::into_error)?;
         members::add(tx, org_id, user_id, used.role)?;
     }
     Ok(Some((org_id, used)))

@@ -13,7 +13,7 @@ pub mod secret;
 
 use serde_json::{json, Value};
 
-use crate::access::{self, Action};
+use crate::access::{self, Operation};
 use crate::app::{App, Reply};
 use crate::auth::{self, Event};
 use crate::db::{self, tokens, tokens::Scope};
@@ -28,7 +28,12 @@ pub fn create(app: &App, req: &Request) -> ApiResult<Reply> {
     let project_id = path_id(req, 3)?;
     {
         let mut c = db::conn(&app.pool)?;
-        access::project(&mut *c, session.user_id, project_id, Action::ManageTokens)?;
+        access::project(
+            &mut *c,
+            session.user_id,
+            project_id,
+            Operation::ManageTokens,
+        )?;
     }
     let fields = Fields::parse(&req.body)?;
     let name = parse_name(fields.string("name")?)?;
@@ -83,7 +88,7 @@ pub fn list(app: &App, req: &Request) -> ApiResult<Reply> {
     let session = auth::require_session(app, req)?;
     let project_id = path_id(req, 3)?;
     let mut c = db::conn(&app.pool)?;
-    access::project(&mut *c, session.user_id, project_id, Action::ReadTokens)?;
+    access::project(&mut *c, session.user_id, project_id, Operation::ReadTokens)?;
     let listed = tokens::list(&mut *c, project_id, None)?;
     let items: Vec<Value> = listed.iter().map(to_json).collect();
     Ok(Response::json(200, &json!({ "tokens": items })).into())
@@ -96,7 +101,12 @@ pub fn revoke(app: &App, req: &Request) -> ApiResult<Reply> {
     let project_id = path_id(req, 3)?;
     let token_id = path_id(req, 5)?;
     let mut c = db::conn(&app.pool)?;
-    access::project(&mut *c, session.user_id, project_id, Action::ManageTokens)?;
+    access::project(
+        &mut *c,
+        session.user_id,
+        project_id,
+        Operation::ManageTokens,
+    )?;
     if !tokens::revoke(&mut *c, token_id, Some(project_id))? {
         return Err(ApiError::new(Code::NotFound).message("No such API token."));
     }
