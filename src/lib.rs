@@ -164,7 +164,7 @@ pub fn serve_on(config: Config, listener: std::net::TcpListener) -> Result<Servi
         checked: Arc::new(identity::Checked::new(Duration::from_secs_f64(
             touch_after(&config),
         ))),
-        seen: identity::Seen::default(),
+        seen: identity::LastSeen::default(),
         capacity,
         hasher: hashing::Hasher::start(config.hash_threads, config.hash_queue),
         signin_blocks: admission::Blocks::default(),

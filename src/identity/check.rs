@@ -121,12 +121,12 @@ mod tests {
     use super::*;
     use crate::access::Role;
     use crate::db::tokens::Scope;
-    use crate::identity::User;
+    use crate::identity::CallerUser;
 
     #[test]
     fn a_session_is_named_with_its_sign_in_and_active_organizations() {
         let caller = Caller {
-            user: Some(User {
+            user: Some(CallerUser {
                 id: 7,
                 email: "ada@example.com".into(),
             }),

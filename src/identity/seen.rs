@@ -14,8 +14,9 @@ use crate::locks::Unpoisoned;
 /// How often the maintenance thread writes the batch.
 pub const EVERY: Duration = Duration::from_secs(1);
 
+/// The uses noted since the last write, by session and by token.
 #[derive(Default)]
-pub struct Seen {
+pub struct LastSeen {
     pending: Mutex<Pending>,
 }
 
@@ -25,7 +26,7 @@ struct Pending {
     tokens: HashSet<i64>,
 }
 
-impl Seen {
+impl LastSeen {
     fn lock(&self) -> MutexGuard<'_, Pending> {
         self.pending.lock().unpoisoned()
     }
@@ -74,7 +75,7 @@ mod tests {
 
     #[test]
     fn a_use_noted_twice_is_written_once_with_the_latest_place() {
-        let seen = Seen::default();
+        let seen = LastSeen::default();
         let at = |a: &str| sessions::Seen {
             address: Some(a.into()),
             agent: "curl".into(),
