@@ -1,6 +1,6 @@
 use super::*;
 use crate::access::Role;
-use crate::db::tokens::Scope;
+use crate::db::tokens::TokenScope;
 use crate::identity::CallerUser;
 
 fn session(id: i64, user: i64, orgs: &[i64]) -> Arc<Caller> {
@@ -27,7 +27,7 @@ fn token(id: i64, maker: Option<i64>, project_id: i64) -> Arc<Caller> {
         by: By::Token {
             id,
             project_id,
-            scope: Scope::Read,
+            scope: TokenScope::Read,
         },
     })
 }

@@ -120,7 +120,7 @@ fn body(caller: &Caller) -> Value {
 mod tests {
     use super::*;
     use crate::access::Role;
-    use crate::db::tokens::Scope;
+    use crate::db::tokens::TokenScope;
     use crate::identity::CallerUser;
 
     #[test]
@@ -164,7 +164,7 @@ mod tests {
             by: By::Token {
                 id: 3,
                 project_id: 12,
-                scope: Scope::Read,
+                scope: TokenScope::Read,
             },
         };
         let names: Vec<&str> = headers(&caller).iter().map(|(n, _)| *n).collect();

@@ -49,7 +49,7 @@ pub enum By {
     Token {
         id: i64,
         project_id: i64,
-        scope: tokens::Scope,
+        scope: tokens::TokenScope,
     },
 }
 

@@ -22,7 +22,7 @@ pub struct LastSeen {
 
 #[derive(Default)]
 struct Pending {
-    sessions: HashMap<i64, sessions::Seen>,
+    sessions: HashMap<i64, sessions::UsedFrom>,
     tokens: HashSet<i64>,
 }
 
@@ -32,7 +32,7 @@ impl LastSeen {
     }
 
     /// Notes a use of session `id`, from where `seen` says.
-    pub fn session(&self, id: i64, seen: sessions::Seen) {
+    pub fn session(&self, id: i64, seen: sessions::UsedFrom) {
         self.lock().sessions.insert(id, seen);
     }
 
@@ -53,7 +53,7 @@ impl LastSeen {
         if n == 0 {
             return Ok(0);
         }
-        let sessions: Vec<(i64, sessions::Seen)> = batch.sessions.into_iter().collect();
+        let sessions: Vec<(i64, sessions::UsedFrom)> = batch.sessions.into_iter().collect();
         let tokens: Vec<i64> = batch.tokens.into_iter().collect();
         let written =
             sessions::touch_many(c, &sessions).and_then(|_| tokens::mark_used(c, &tokens));
@@ -76,7 +76,7 @@ mod tests {
     #[test]
     fn a_use_noted_twice_is_written_once_with_the_latest_place() {
         let seen = LastSeen::default();
-        let at = |a: &str| sessions::Seen {
+        let at = |a: &str| sessions::UsedFrom {
             address: Some(a.into()),
             agent: "curl".into(),
         };

@@ -101,7 +101,7 @@ fn pause(app: &App, d: Duration) {
     }
 }
 
-enum Outcome {
+enum Delivery {
     Sent,
     /// Nothing to send: an address verified in the meantime, or a reset for an address that
     /// has no account.
@@ -119,7 +119,7 @@ fn deliver_next(app: &App, mailer: &Mailer, client: &mut Client) -> Result<bool,
         // A reset asked for by address (`forgot`): mailed, or dropped because the address has
         // no account. Which of the two is neither counted nor logged apart (issue 37, item 4):
         // whoever asked must not learn it, through the metrics or anyone who reads the log.
-        Outcome::Sent | Outcome::Obsolete if due.user_id.is_none() => {
+        Delivery::Sent | Delivery::Obsolete if due.user_id.is_none() => {
             outbox::delete(&mut tx, due.id)?;
             app.metrics.reset_requests.fetch_add(1, Ordering::Relaxed);
             log::info!(
@@ -128,16 +128,16 @@ fn deliver_next(app: &App, mailer: &Mailer, client: &mut Client) -> Result<bool,
                 due.id
             );
         }
-        Outcome::Sent => {
+        Delivery::Sent => {
             outbox::delete(&mut tx, due.id)?;
             app.metrics.mails_sent.fetch_add(1, Ordering::Relaxed);
             log::info!("mail sent kind={} outbox_id={}", due.kind, due.id);
         }
-        Outcome::Obsolete => {
+        Delivery::Obsolete => {
             outbox::delete(&mut tx, due.id)?;
             log::info!("mail not needed kind={} outbox_id={}", due.kind, due.id);
         }
-        Outcome::Failed(e) => failed(app, &mut tx, &due, &e)?,
+        Delivery::Failed(e) => failed(app, &mut tx, &due, &e)?,
     }
     tx.commit()?;
     Ok(true)
@@ -157,7 +157,7 @@ fn attempt(
     mailer: &Mailer,
     tx: &mut Transaction<'_>,
     due: &outbox::Due,
-) -> Result<Outcome, postgres::Error> {
+) -> Result<Delivery, postgres::Error> {
     let mut savepoint = tx.transaction()?;
     let built = match due.kind.as_str() {
         "invitation" => invitation_mail(app, &mut savepoint, due)?,
@@ -165,8 +165,8 @@ fn attempt(
     };
     let (mail, link) = match built {
         Built::Ready(mail, link) => (mail, link),
-        Built::Obsolete => return Ok(Outcome::Obsolete),
-        Built::Failed(e) => return Ok(Outcome::Failed(e)),
+        Built::Obsolete => return Ok(Delivery::Obsolete),
+        Built::Failed(e) => return Ok(Delivery::Failed(e)),
     };
     // Local development (`make run`): the link, token included, so that nobody decodes a
     // quoted-printable `.eml` by eye. Config refuses this setting together with SMTP.
@@ -181,9 +181,9 @@ fn attempt(
                     due.recipient
                 );
             }
-            Ok(Outcome::Sent)
+            Ok(Delivery::Sent)
         }
-        Err(e) => Ok(Outcome::Failed(e)),
+        Err(e) => Ok(Delivery::Failed(e)),
     }
 }
 

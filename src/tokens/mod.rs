@@ -16,7 +16,7 @@ use serde_json::{json, Value};
 use crate::access::{self, Operation};
 use crate::app::{App, Reply};
 use crate::auth::{self, Event};
-use crate::db::{self, tokens, tokens::Scope};
+use crate::db::{self, tokens, tokens::TokenScope};
 use crate::error::{ApiError, ApiResult, Code};
 use crate::http::json::{parse_name, Fields};
 use crate::http::{Request, Response};
@@ -37,7 +37,7 @@ pub fn create(app: &App, req: &Request) -> ApiResult<Reply> {
     }
     let fields = Fields::parse(&req.body)?;
     let name = parse_name(fields.string("name")?)?;
-    let scope = Scope::parse(fields.string("scope")?)
+    let scope = TokenScope::parse(fields.string("scope")?)
         .ok_or_else(|| ApiError::invalid("scope", "read or read_write"))?;
     let max = app.config.token_max_lifetime.as_secs();
     let expires_in = fields
