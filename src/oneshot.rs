@@ -7,7 +7,8 @@
 use crate::locks::Unpoisoned;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
-enum State<T> {
+/// What the waiting side finds.
+enum Answer<T> {
     Waiting,
     Sent(T),
     /// The sender went without answering.
@@ -15,7 +16,7 @@ enum State<T> {
 }
 
 struct Content<T> {
-    state: State<T>,
+    answer: Answer<T>,
     /// The receiver sleeps on `ready`. Only then does an answer wake it: a condition variable's
     /// notification is a system call even when no one waits (an answer that comes before the
     /// receiver asks for it).
@@ -32,10 +33,10 @@ impl<T> Mailbox<T> {
         self.content.lock().unpoisoned()
     }
 
-    fn put(&self, state: State<T>) {
+    fn put(&self, answer: Answer<T>) {
         let asleep = {
             let mut slot = self.lock();
-            slot.state = state;
+            slot.answer = answer;
             slot.asleep
         };
         // Woken after the lock is free, the receiver takes it at once; woken under it, it slept
@@ -57,7 +58,7 @@ pub struct Receiver<T>(Arc<Mailbox<T>>);
 pub fn pair<T>() -> (Sender<T>, Receiver<T>) {
     let mailbox = Arc::new(Mailbox {
         content: Mutex::new(Content {
-            state: State::Waiting,
+            answer: Answer::Waiting,
             asleep: false,
         }),
         ready: Condvar::new(),
@@ -68,7 +69,7 @@ pub fn pair<T>() -> (Sender<T>, Receiver<T>) {
 impl<T> Sender<T> {
     pub fn send(mut self, value: T) {
         if let Some(mailbox) = self.0.take() {
-            mailbox.put(State::Sent(value));
+            mailbox.put(Answer::Sent(value));
         }
     }
 }
@@ -76,7 +77,7 @@ impl<T> Sender<T> {
 impl<T> Drop for Sender<T> {
     fn drop(&mut self) {
         if let Some(mailbox) = self.0.take() {
-            mailbox.put(State::Gone);
+            mailbox.put(Answer::Gone);
         }
     }
 }
@@ -86,10 +87,10 @@ impl<T> Receiver<T> {
     pub fn recv(self) -> Option<T> {
         let mut slot = self.0.lock();
         loop {
-            match std::mem::replace(&mut slot.state, State::Waiting) {
-                State::Sent(value) => return Some(value),
-                State::Gone => return None,
-                State::Waiting => {
+            match std::mem::replace(&mut slot.answer, Answer::Waiting) {
+                Answer::Sent(value) => return Some(value),
+                Answer::Gone => return None,
+                Answer::Waiting => {
                     slot.asleep = true;
                     slot = self.0.ready.wait(slot).unpoisoned();
                     slot.asleep = false;

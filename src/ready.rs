@@ -24,8 +24,9 @@ const FRESH_FAILURE: Duration = Duration::from_secs(2);
 /// The longest a request waits for a check.
 pub const ANSWER_WITHIN: Duration = Duration::from_millis(900);
 
+/// What the prober and the requests that ask it share.
 #[derive(Default)]
-struct State {
+struct Probing {
     /// When the last check finished, and what it found.
     last: Option<(Instant, Result<(), String>)>,
     /// When the running check started.
@@ -36,7 +37,7 @@ struct State {
 
 #[derive(Default)]
 pub struct Readiness {
-    state: Mutex<State>,
+    state: Mutex<Probing>,
     changed: Condvar,
 }
 

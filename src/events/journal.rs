@@ -23,8 +23,9 @@ pub enum Mark {
     Reset,
 }
 
+/// The notifications kept, and where their positions stand.
 #[derive(Default)]
-struct Inner {
+struct Recorded {
     next: u64,
     /// One past the highest position no longer kept.
     forgotten: u64,
@@ -33,11 +34,11 @@ struct Inner {
 
 #[derive(Default)]
 pub struct Journal {
-    inner: Mutex<Inner>,
+    inner: Mutex<Recorded>,
 }
 
 impl Journal {
-    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Recorded> {
         self.inner.lock().unpoisoned()
     }
 

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::RecvTimeoutError;
 
 use super::handles::Upkeep;
-use super::leases::{Job, Watched};
+use super::leases::{KeeperJob, Watched};
 use crate::db::leases::HEARTBEAT;
 use crate::db::{self, leases, sessions};
 
@@ -76,12 +76,12 @@ impl Keeper {
         self.release_all();
     }
 
-    fn take(&mut self, jobs: Vec<Job>) {
+    fn take(&mut self, jobs: Vec<KeeperJob>) {
         let mut released = Vec::new();
         for job in jobs {
             match job {
-                Job::Release(id) => released.push(id),
-                Job::Watch { whose, deadline } => self.watch(whose, deadline),
+                KeeperJob::Release(id) => released.push(id),
+                KeeperJob::Watch { whose, deadline } => self.watch(whose, deadline),
             }
         }
         self.release(released);

@@ -11,7 +11,8 @@ use crate::admission::{HashGate, HashPlace};
 use crate::http::client::Client;
 use crate::locks::Unpoisoned;
 
-struct State<T> {
+/// The waiting items and the places each client holds.
+struct Queues<T> {
     /// Waiting items per client, and the clients with waiting items in turn order.
     waiting: HashMap<Client, VecDeque<T>>,
     order: VecDeque<Client>,
@@ -21,7 +22,7 @@ struct State<T> {
 }
 
 pub struct FairQueue<T> {
-    state: Mutex<State<T>>,
+    state: Mutex<Queues<T>>,
     ready: Condvar,
     gate: HashGate,
 }
@@ -39,7 +40,7 @@ pub enum Pushed<T> {
 impl<T> FairQueue<T> {
     pub fn new(threads: usize, queue: usize) -> FairQueue<T> {
         FairQueue {
-            state: Mutex::new(State {
+            state: Mutex::new(Queues {
                 waiting: HashMap::new(),
                 order: VecDeque::new(),
                 held: HashMap::new(),
@@ -60,7 +61,7 @@ impl<T> FairQueue<T> {
         self.place(&self.state.lock().unpoisoned(), client).is_ok()
     }
 
-    fn place(&self, s: &State<T>, client: Client) -> Result<HashPlace, crate::admission::Refusal> {
+    fn place(&self, s: &Queues<T>, client: Client) -> Result<HashPlace, crate::admission::Refusal> {
         self.gate
             .admit(client, s.queued, &s.held, |c| s.waiting.contains_key(c))
     }
@@ -105,7 +106,7 @@ impl<T> FairQueue<T> {
     }
 }
 
-impl<T> State<T> {
+impl<T> Queues<T> {
     fn push(&mut self, client: Client, item: T) {
         let queue = self.waiting.entry(client).or_default();
         if queue.is_empty() {

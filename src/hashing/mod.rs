@@ -52,13 +52,13 @@ enum Done {
 }
 
 /// A waiting job; its reply is `None` when a fairer claim took its place.
-struct Job {
+struct HashJob {
     work: Work,
     reply: Sender<Option<Done>>,
 }
 
 struct Shared {
-    queue: FairQueue<Job>,
+    queue: FairQueue<HashJob>,
     /// Requests refused because their client held its share (or there was no place at all).
     refused: AtomicU64,
     /// Hashes computed (for /metrics, and for tests that prove a refusal cost none).
@@ -155,7 +155,7 @@ impl Hasher {
 
     fn submit(&self, client: Client, work: Work) -> Result<Done, ApiError> {
         let (reply, answer) = bounded(1);
-        match self.shared.queue.push(client, Job { work, reply }) {
+        match self.shared.queue.push(client, HashJob { work, reply }) {
             Pushed::Queued => {}
             // Its waiter answers 429 (and counts the refusal).
             Pushed::Displaced(other) => drop(other.reply.send(None)),
