@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use super::body::Outlet;
 use super::signal::{Direct, End, Sent};
 use crate::locks::Unpoisoned;
-use crate::os::thread::Role;
+use crate::os::thread::ThreadRole;
 use crate::os::{ClientSocket, Peer};
 
 /// The stream's socket, written without blocking. What the socket does not take stays here
@@ -86,7 +86,7 @@ impl Outlet for SocketOutlet {
     fn settle(&mut self) {
         // Past a reconnect storm: done at once, the 5,000 `madvise` calls of a storm were 6 %
         // of its time.
-        let _ = Role::SettledStream.adopt();
+        let _ = ThreadRole::SettledStream.adopt();
     }
 
     fn send(&mut self) -> std::io::Result<usize> {
