@@ -7,8 +7,9 @@
 use crate::locks::Unpoisoned;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
-/// What the waiting side finds.
-enum Answer<T> {
+/// What the mailbox holds for the waiting side: nothing yet, the answer, or word that the
+/// sender went without one.
+enum Letter<T> {
     Waiting,
     Sent(T),
     /// The sender went without answering.
@@ -16,7 +17,7 @@ enum Answer<T> {
 }
 
 struct Content<T> {
-    answer: Answer<T>,
+    letter: Letter<T>,
     /// The receiver sleeps on `ready`. Only then does an answer wake it: a condition variable's
     /// notification is a system call even when no one waits (an answer that comes before the
     /// receiver asks for it).
@@ -33,10 +34,10 @@ impl<T> Mailbox<T> {
         self.content.lock().unpoisoned()
     }
 
-    fn put(&self, answer: Answer<T>) {
+    fn put(&self, letter: Letter<T>) {
         let asleep = {
             let mut slot = self.lock();
-            slot.answer = answer;
+            slot.letter = letter;
             slot.asleep
         };
         // Woken after the lock is free, the receiver takes it at once; woken under it, it slept
@@ -58,7 +59,7 @@ pub struct Receiver<T>(Arc<Mailbox<T>>);
 pub fn pair<T>() -> (Sender<T>, Receiver<T>) {
     let mailbox = Arc::new(Mailbox {
         content: Mutex::new(Content {
-            answer: Answer::Waiting,
+            letter: Letter::Waiting,
             asleep: false,
         }),
         ready: Condvar::new(),
@@ -69,7 +70,7 @@ pub fn pair<T>() -> (Sender<T>, Receiver<T>) {
 impl<T> Sender<T> {
     pub fn send(mut self, value: T) {
         if let Some(mailbox) = self.0.take() {
-            mailbox.put(Answer::Sent(value));
+            mailbox.put(Letter::Sent(value));
         }
     }
 }
@@ -77,7 +78,7 @@ impl<T> Sender<T> {
 impl<T> Drop for Sender<T> {
     fn drop(&mut self) {
         if let Some(mailbox) = self.0.take() {
-            mailbox.put(Answer::Gone);
+            mailbox.put(Letter::Gone);
         }
     }
 }
@@ -87,10 +88,10 @@ impl<T> Receiver<T> {
     pub fn recv(self) -> Option<T> {
         let mut slot = self.0.lock();
         loop {
-            match std::mem::replace(&mut slot.answer, Answer::Waiting) {
-                Answer::Sent(value) => return Some(value),
-                Answer::Gone => return None,
-                Answer::Waiting => {
+            match std::mem::replace(&mut slot.letter, Letter::Waiting) {
+                Letter::Sent(value) => return Some(value),
+                Letter::Gone => return None,
+                Letter::Waiting => {
                     slot.asleep = true;
                     slot = self.0.ready.wait(slot).unpoisoned();
                     slot.asleep = false;

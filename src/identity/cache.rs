@@ -54,7 +54,7 @@ pub struct Hit {
     pub note: bool,
 }
 
-struct Cached {
+struct CachedCaller {
     caller: Arc<Caller>,
     until: Instant,
     /// Sessions: the idle timeout, and when the session was last marked as used (or will be, by
@@ -74,7 +74,7 @@ enum Principal {
 struct Remembered {
     trusted: bool,
     epoch: u64,
-    entries: HashMap<SecretHash, Cached>,
+    entries: HashMap<SecretHash, CachedCaller>,
     by: HashMap<Principal, HashSet<SecretHash>>,
 }
 
@@ -170,7 +170,7 @@ impl Checked {
                 return;
             }
         }
-        let entry = Cached {
+        let entry = CachedCaller {
             caller,
             until,
             idle,
