@@ -57,7 +57,8 @@ struct HashJob {
     reply: Sender<Option<Done>>,
 }
 
-struct Shared {
+/// The hash threads' queue and what they count, shared by every `Hasher` handle and the threads.
+struct HashQueue {
     queue: FairQueue<HashJob>,
     /// Requests refused because their client held its share (or there was no place at all).
     refused: AtomicU64,
@@ -67,12 +68,12 @@ struct Shared {
 
 #[derive(Clone)]
 pub struct Hasher {
-    shared: Arc<Shared>,
+    shared: Arc<HashQueue>,
 }
 
 impl Hasher {
     pub fn start(threads: usize, queue: usize) -> Hasher {
-        let shared = Arc::new(Shared {
+        let shared = Arc::new(HashQueue {
             queue: FairQueue::new(threads, queue),
             refused: AtomicU64::new(0),
             computed: AtomicU64::new(0),
