@@ -41,10 +41,7 @@ pub fn audit(
     user_id: Option<i64>,
     fields: &[(&str, log::kv::Value)],
 ) {
-    let client = app
-        .config
-        .client_source
-        .resolve(req.peer.map(|p| p.ip()), &req.headers);
+    let client = req.client_ip(&app.config.client_source);
     crate::logging::security::event(event, client, user_id, fields);
 }
 
@@ -83,10 +80,7 @@ pub fn any_session(app: &App, req: &Request) -> ApiResult<Session> {
 /// Where a request comes from, as the owner's list of sessions shows it: the client's full
 /// address (not the /64 that limits count by) and a short description of its user agent.
 pub fn seen(app: &App, req: &Request) -> sessions::UsedFrom {
-    let ip = app
-        .config
-        .client_source
-        .resolve(req.peer.map(|p| p.ip()), &req.headers);
+    let ip = req.client_ip(&app.config.client_source);
     sessions::UsedFrom {
         address: ip.map(|ip| ip.to_canonical().to_string()),
         agent: crate::http::user_agent::describe(req.header("user-agent")),
