@@ -44,18 +44,6 @@ pub fn create(app: &App, req: &Request) -> ApiResult<Reply> {
         .optional_integer("expires_in", 1..=max)?
         .unwrap_or(max);
     auth::reauth::require(app, req, &session)?;
-
-    let mut c = db::conn(&app.pool)?;
-    let mut tx = c.transaction()?;
-    let limit = app.config.tokens_per_project;
-    if tokens::count_live_locked(&mut tx, project_id)? >= limit as i64 {
-        return Err(ApiError::new(Code::TooManyTokens)
-            .message(format!(
-                "The project has {limit} live API tokens, as many as it may \
-                 (CONSOLED_TOKENS_PER_PROJECT); revoke one first."
-            ))
-            .with_details(json!({ "limit": limit })));
-    }
     let issue = tokens::Issue {
         project_id,
         name: &name,
@@ -63,14 +51,7 @@ pub fn create(app: &App, req: &Request) -> ApiResult<Reply> {
         expires_in: Some(expires_in as f64),
         created_by: Some(session.user_id),
     };
-    let (id, secret) = tokens::issue(&mut tx, &issue)?;
-    let listed = tokens::list(&mut tx, project_id, Some(id))?;
-    tx.commit()?;
-    let mut body = listed
-        .first()
-        .map(to_json)
-        .ok_or_else(|| ApiError::internal("a token just made is not listed"))?;
-    body["token"] = Value::from(secret);
+    let (id, body) = issue_within_limit(app, &issue)?;
     audit(
         app,
         req,
@@ -80,6 +61,31 @@ pub fn create(app: &App, req: &Request) -> ApiResult<Reply> {
         project_id,
     );
     Ok(Response::json(201, &body).into())
+}
+
+/// Makes the token in one transaction, refused while the project has as many live tokens as it
+/// may; its id, and the body that shows it (with its secret, this once).
+fn issue_within_limit(app: &App, issue: &tokens::Issue) -> ApiResult<(i64, Value)> {
+    let mut c = db::conn(&app.pool)?;
+    let mut tx = c.transaction()?;
+    let limit = app.config.tokens_per_project;
+    if tokens::count_live_locked(&mut tx, issue.project_id)? >= limit as i64 {
+        return Err(ApiError::new(Code::TooManyTokens)
+            .message(format!(
+                "The project has {limit} live API tokens, as many as it may \
+                 (CONSOLED_TOKENS_PER_PROJECT); revoke one first."
+            ))
+            .with_details(json!({ "limit": limit })));
+    }
+    let (id, secret) = tokens::issue(&mut tx, issue)?;
+    let listed = tokens::list(&mut tx, issue.project_id, Some(id))?;
+    tx.commit()?;
+    let mut body = listed
+        .first()
+        .map(to_json)
+        .ok_or_else(|| ApiError::internal("a token just made is not listed"))?;
+    body["token"] = Value::from(secret);
+    Ok((id, body))
 }
 
 /// `GET /v1/projects/{id}/tokens`: 200 `{"tokens": [...]}`, the project's unrevoked tokens
