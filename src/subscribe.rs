@@ -216,7 +216,7 @@ fn admit(app: &App, req: &Request) -> Result<(StreamPlace, SharePlace), Refusal>
     let share = app
         .stream_shares
         .admit(client)
-        .ok_or(Refusal::StreamShare {
+        .ok_or_else(|| Refusal::StreamShare {
             limit: app.stream_shares.limit(),
         })?;
     Ok((place, share))
