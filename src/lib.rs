@@ -148,7 +148,7 @@ pub fn serve_on(config: Config, listener: std::net::TcpListener) -> Result<Servi
     let ops_socket = config.metrics_listen.map(ops_listener::bind).transpose()?;
     migrate(&config, Duration::from_secs(30))?;
     let (data_keys, csrf_key) = keys::reseal::prepare(&config)?;
-    let pool = db::pool(&config)?;
+    let pool = db::pool(&config);
     let origins = config.origins().to_vec();
     let capacity = capacity::Capacity::derive(&config);
     // The common-password set is built here, not by the first sign-up that needs it.
@@ -186,7 +186,7 @@ pub fn serve_on(config: Config, listener: std::net::TcpListener) -> Result<Servi
         pool: app.pool.clone(),
         metrics: app.metrics.clone(),
         stopping: app.stopping.clone(),
-        listen_db: db::direct_pg_config(&app.config, &listener_name)?,
+        listen_db: db::direct_pg_config(&app.config, &listener_name),
         session_idle: app.config.session_idle,
         checked: app.checked.clone(),
     });
