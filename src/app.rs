@@ -46,7 +46,7 @@ pub struct App {
     /// Sessions and tokens checked here, kept while the listener hears nothing of them.
     pub checked: Arc<crate::identity::Checked>,
     /// Uses of those, written in batches (`identity::seen`).
-    pub seen: crate::identity::Seen,
+    pub seen: crate::identity::LastSeen,
 }
 
 /// What a handler produces: a complete response, or an event stream to hand to its own thread.

@@ -233,8 +233,8 @@ fn token_create(config: &Config, flags: &HashMap<String, String>) -> Result<Valu
     let project_id = id_flag(flags, "project")?;
     let name = flags.get("name").map(String::as_str).unwrap_or("");
     let scope = match flags.get("scope") {
-        None => tokens::Scope::ReadWrite,
-        Some(s) => tokens::Scope::parse(s).ok_or("--scope is read or read_write")?,
+        None => tokens::TokenScope::ReadWrite,
+        Some(s) => tokens::TokenScope::parse(s).ok_or("--scope is read or read_write")?,
     };
     let expires_in = flags
         .get("expires-in")

@@ -21,6 +21,7 @@ pub mod http;
 pub mod identity;
 pub mod keys;
 pub mod limits;
+pub mod locks;
 pub mod logging;
 pub mod mail;
 pub mod maintenance;
@@ -130,8 +131,8 @@ fn touch_after(config: &Config) -> f64 {
 }
 
 /// What every stream opening of this process shares.
-fn stream_terms(config: &Config, hub: &events::Hub) -> events::Terms {
-    events::Terms {
+fn opening_settings(config: &Config, hub: &events::Hub) -> events::OpeningSettings {
+    events::OpeningSettings {
         instance: hub.leases.instance_id.clone(),
         rules: db::leases::SessionRules {
             idle: config.session_idle,
@@ -154,7 +155,7 @@ pub fn serve_on(config: Config, listener: std::net::TcpListener) -> Result<Servi
     // The common-password set is built here, not by the first sign-up that needs it.
     auth::passwords::warm();
     let hub = Arc::new(events::Hub::new());
-    let openings = events::Openings::start(pool.clone(), stream_terms(&config, &hub))
+    let openings = events::Openings::start(pool.clone(), opening_settings(&config, &hub))
         .map_err(|e| format!("cannot start a background thread: {e}"))?;
     let app = Arc::new(App {
         stream_shares: admission::Shares::new(capacity.max_streams, config.client_share),
@@ -164,7 +165,7 @@ pub fn serve_on(config: Config, listener: std::net::TcpListener) -> Result<Servi
         checked: Arc::new(identity::Checked::new(Duration::from_secs_f64(
             touch_after(&config),
         ))),
-        seen: identity::Seen::default(),
+        seen: identity::LastSeen::default(),
         capacity,
         hasher: hashing::Hasher::start(config.hash_threads, config.hash_queue),
         signin_blocks: admission::Blocks::default(),
@@ -181,7 +182,7 @@ pub fn serve_on(config: Config, listener: std::net::TcpListener) -> Result<Servi
     });
     let spawned = |e: std::io::Error| format!("cannot start a background thread: {e}");
     let listener_name = events::listener::application_name(&app.hub.leases.instance_id);
-    let core = Arc::new(events::Core {
+    let upkeep = Arc::new(events::Upkeep {
         hub: app.hub.clone(),
         pool: app.pool.clone(),
         metrics: app.metrics.clone(),
@@ -193,8 +194,8 @@ pub fn serve_on(config: Config, listener: std::net::TcpListener) -> Result<Servi
     let mut background = vec![
         maintenance::start(app.clone()),
         // Listening before serving: a stream opened right after start-up misses no change.
-        events::listener::start(core.clone(), app.config.db_timeout).map_err(spawned)?,
-        events::keeper::start_keeper(core).map_err(spawned)?,
+        events::listener::start(upkeep.clone(), app.config.db_timeout).map_err(spawned)?,
+        events::keeper::start_keeper(upkeep).map_err(spawned)?,
         app.ready
             .start(app.pool.clone(), app.stopping.clone())
             .map_err(spawned)?,

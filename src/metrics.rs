@@ -3,6 +3,7 @@
 
 mod process;
 
+use crate::locks::Unpoisoned;
 use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -85,11 +86,11 @@ impl Metrics {
         *self
             .requests
             .lock()
-            .unwrap()
+            .unpoisoned()
             .entry((route, status))
             .or_default() += 1;
         let secs = elapsed.as_secs_f64();
-        let mut latency = self.latency.lock().unwrap();
+        let mut latency = self.latency.lock().unpoisoned();
         let h = latency.entry(route).or_default();
         for (i, bound) in BUCKETS.iter().enumerate() {
             if secs <= *bound {
@@ -105,7 +106,7 @@ impl Metrics {
     /// connections refused or cut before they became requests.
     pub fn refusals(&self) -> std::collections::BTreeMap<String, u64> {
         let mut out = std::collections::BTreeMap::new();
-        for ((route, status), n) in self.requests.lock().unwrap().iter() {
+        for ((route, status), n) in self.requests.lock().unpoisoned().iter() {
             if crate::logging::access::is_refusal(*status) {
                 out.insert(format!("{route}_{status}"), *n);
             }
@@ -125,7 +126,7 @@ impl Metrics {
         let mut out = String::new();
         out.push_str("# HELP consoled_requests_total HTTP requests by route and status.\n");
         out.push_str("# TYPE consoled_requests_total counter\n");
-        for ((route, status), n) in self.requests.lock().unwrap().iter() {
+        for ((route, status), n) in self.requests.lock().unpoisoned().iter() {
             let _ = writeln!(
                 out,
                 "consoled_requests_total{{route=\"{route}\",status=\"{status}\"}} {n}"
@@ -133,7 +134,7 @@ impl Metrics {
         }
         out.push_str("# HELP consoled_request_duration_seconds Request latency by route.\n");
         out.push_str("# TYPE consoled_request_duration_seconds histogram\n");
-        for (route, h) in self.latency.lock().unwrap().iter() {
+        for (route, h) in self.latency.lock().unpoisoned().iter() {
             for (i, bound) in BUCKETS.iter().enumerate() {
                 let _ = writeln!(
                     out,

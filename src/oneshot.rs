@@ -4,9 +4,12 @@
 //! for the group that opens it); when 5,000 streams open at once on two cores, the yields of
 //! those waits were a tenth of the workers' time (BENCHMARKS.md, "Storm").
 
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use crate::locks::Unpoisoned;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
-enum State<T> {
+/// What the mailbox holds for the waiting side: nothing yet, the answer, or word that the
+/// sender went without one.
+enum Letter<T> {
     Waiting,
     Sent(T),
     /// The sender went without answering.
@@ -14,7 +17,7 @@ enum State<T> {
 }
 
 struct Content<T> {
-    state: State<T>,
+    letter: Letter<T>,
     /// The receiver sleeps on `ready`. Only then does an answer wake it: a condition variable's
     /// notification is a system call even when no one waits (an answer that comes before the
     /// receiver asks for it).
@@ -28,13 +31,13 @@ struct Mailbox<T> {
 
 impl<T> Mailbox<T> {
     fn lock(&self) -> MutexGuard<'_, Content<T>> {
-        self.content.lock().unwrap_or_else(PoisonError::into_inner)
+        self.content.lock().unpoisoned()
     }
 
-    fn put(&self, state: State<T>) {
+    fn put(&self, letter: Letter<T>) {
         let asleep = {
             let mut slot = self.lock();
-            slot.state = state;
+            slot.letter = letter;
             slot.asleep
         };
         // Woken after the lock is free, the receiver takes it at once; woken under it, it slept
@@ -56,7 +59,7 @@ pub struct Receiver<T>(Arc<Mailbox<T>>);
 pub fn pair<T>() -> (Sender<T>, Receiver<T>) {
     let mailbox = Arc::new(Mailbox {
         content: Mutex::new(Content {
-            state: State::Waiting,
+            letter: Letter::Waiting,
             asleep: false,
         }),
         ready: Condvar::new(),
@@ -67,7 +70,7 @@ pub fn pair<T>() -> (Sender<T>, Receiver<T>) {
 impl<T> Sender<T> {
     pub fn send(mut self, value: T) {
         if let Some(mailbox) = self.0.take() {
-            mailbox.put(State::Sent(value));
+            mailbox.put(Letter::Sent(value));
         }
     }
 }
@@ -75,7 +78,7 @@ impl<T> Sender<T> {
 impl<T> Drop for Sender<T> {
     fn drop(&mut self) {
         if let Some(mailbox) = self.0.take() {
-            mailbox.put(State::Gone);
+            mailbox.put(Letter::Gone);
         }
     }
 }
@@ -85,16 +88,12 @@ impl<T> Receiver<T> {
     pub fn recv(self) -> Option<T> {
         let mut slot = self.0.lock();
         loop {
-            match std::mem::replace(&mut slot.state, State::Waiting) {
-                State::Sent(value) => return Some(value),
-                State::Gone => return None,
-                State::Waiting => {
+            match std::mem::replace(&mut slot.letter, Letter::Waiting) {
+                Letter::Sent(value) => return Some(value),
+                Letter::Gone => return None,
+                Letter::Waiting => {
                     slot.asleep = true;
-                    slot = self
-                        .0
-                        .ready
-                        .wait(slot)
-                        .unwrap_or_else(PoisonError::into_inner);
+                    slot = self.0.ready.wait(slot).unpoisoned();
                     slot.asleep = false;
                 }
             }

@@ -22,7 +22,7 @@ pub fn readyz(app: &App, _req: &Request) -> ApiResult<Reply> {
 
 pub fn readiness(app: &App) -> ApiResult<Response> {
     app.ready
-        .check()
+        .database_answers()
         .map_err(|e| ApiError::unavailable(format!("readyz: {e}")))?;
     Ok(Response::text(200, "text/plain; charset=utf-8", "ready\n"))
 }

@@ -13,6 +13,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use crate::db::{self, Pool};
+use crate::locks::Unpoisoned;
 
 /// A result this young answers without a new check (probes of several balancers share it).
 const FRESH: Duration = Duration::from_millis(500);
@@ -23,8 +24,9 @@ const FRESH_FAILURE: Duration = Duration::from_secs(2);
 /// The longest a request waits for a check.
 pub const ANSWER_WITHIN: Duration = Duration::from_millis(900);
 
+/// What the prober and the requests that ask it share.
 #[derive(Default)]
-struct State {
+struct Probing {
     /// When the last check finished, and what it found.
     last: Option<(Instant, Result<(), String>)>,
     /// When the running check started.
@@ -35,16 +37,16 @@ struct State {
 
 #[derive(Default)]
 pub struct Readiness {
-    state: Mutex<State>,
+    state: Mutex<Probing>,
     changed: Condvar,
 }
 
 impl Readiness {
-    /// Whether the database answered, within `ANSWER_WITHIN`.
-    pub fn check(&self) -> Result<(), String> {
+    /// Ok when the database answered within `ANSWER_WITHIN`; else what went wrong.
+    pub fn database_answers(&self) -> Result<(), String> {
         let asked = Instant::now();
         let deadline = asked + ANSWER_WITHIN;
-        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let mut state = self.state.lock().unpoisoned();
         loop {
             if let Some((at, result)) = &state.last {
                 let age = asked.saturating_duration_since(*at);
@@ -73,7 +75,7 @@ impl Readiness {
             state = self
                 .changed
                 .wait_timeout(state, deadline - now)
-                .unwrap_or_else(|e| e.into_inner())
+                .unpoisoned()
                 .0;
         }
     }
@@ -93,11 +95,11 @@ impl Readiness {
     fn run(&self, pool: &Pool, stopping: &AtomicBool) {
         while !stopping.load(Ordering::SeqCst) {
             {
-                let state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+                let state = self.state.lock().unpoisoned();
                 let (mut state, _) = self
                     .changed
                     .wait_timeout_while(state, Duration::from_millis(250), |s| !s.wanted)
-                    .unwrap_or_else(|e| e.into_inner());
+                    .unpoisoned();
                 if !state.wanted {
                     continue;
                 }
@@ -105,7 +107,7 @@ impl Readiness {
                 state.running = Some(Instant::now());
             }
             let result = probe(pool);
-            let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+            let mut state = self.state.lock().unpoisoned();
             state.running = None;
             state.last = Some((Instant::now(), result));
             self.changed.notify_all();

@@ -3,6 +3,7 @@
 //! one part (the stream watcher's map, the per-principal stream counts). A part poisoned by a
 //! panic is used as it is: each holds plain counts and handles, whole after every statement.
 
+use crate::locks::Unpoisoned;
 use std::sync::{Mutex, MutexGuard};
 
 pub struct Sharded<T, const N: usize>([Mutex<T>; N]);
@@ -26,5 +27,5 @@ impl<T, const N: usize> Sharded<T, N> {
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
+    m.lock().unpoisoned()
 }

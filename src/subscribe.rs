@@ -133,22 +133,7 @@ impl Authenticated {
                 orgs: Some(orgs),
                 remaining: Some(remaining),
             }),
-            Opened::Inactive {
-                lease,
-                token_id,
-                status,
-            } => {
-                // The lease taken for it goes at once.
-                drop(app.hub.leases.hold(lease, Holder::Token(token_id)));
-                Err(inactive_organization(&status))
-            }
-            Opened::Unauthorized if bearer => Err(unknown_token()),
-            Opened::Unauthorized => Err(ApiError::new(Code::Unauthorized)),
-            Opened::MfaRequired => Err(ApiError::new(Code::MfaRequired)),
-            Opened::Full => Err(Refusal::PrincipalStreams {
-                limit: app.config.streams_per_principal,
-            }
-            .into()),
+            refused => Err(refusal(refused, bearer, app)),
         }
     }
 
@@ -231,10 +216,36 @@ fn admit(app: &App, req: &Request) -> Result<(StreamPlace, SharePlace), Refusal>
     let share = app
         .stream_shares
         .admit(client)
-        .ok_or(Refusal::StreamShare {
+        .ok_or_else(|| Refusal::StreamShare {
             limit: app.stream_shares.limit(),
         })?;
     Ok((place, share))
+}
+
+/// Why the opening statement opened no stream.
+fn refusal(refused: Opened, bearer: bool, app: &App) -> ApiError {
+    match refused {
+        Opened::Inactive {
+            lease,
+            token_id,
+            status,
+        } => {
+            // The lease taken for it goes at once.
+            drop(app.hub.leases.hold(lease, Holder::Token(token_id)));
+            inactive_organization(&status)
+        }
+        Opened::Unauthorized if bearer => unknown_token(),
+        Opened::Unauthorized => ApiError::new(Code::Unauthorized),
+        Opened::MfaRequired => ApiError::new(Code::MfaRequired),
+        Opened::Full => Refusal::PrincipalStreams {
+            limit: app.config.streams_per_principal,
+        }
+        .into(),
+        // `Authenticated::of` takes these itself.
+        Opened::Token { .. } | Opened::Session { .. } => {
+            ApiError::internal("an opened stream taken for a refusal")
+        }
+    }
 }
 
 fn unknown_token() -> ApiError {
@@ -245,7 +256,7 @@ fn unknown_token() -> ApiError {
 /// (docs/API.md, "Organizations and projects"), with the reason.
 fn inactive_organization(status: &str) -> ApiError {
     match crate::access::Status::parse(status) {
-        Some(status) => crate::access::Refusal::Status(status).into_error(),
+        Some(status) => crate::access::Forbidden::Status(status).into_error(),
         None => unknown_token(),
     }
 }

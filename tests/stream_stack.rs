@@ -1,7 +1,7 @@
 //! A stream thread's stack, measured (issue 34, item 4). A connection thread has 128 KiB of stack
 //! (`server::accept::CONNECTION_STACK`); a stream runs on its connection's thread for hours, and
 //! holds every stack page it touched until it settles and gives back the pages below its loop
-//! (`os::thread::Role::SettledStream`). What keeps that small is code shape (the stream runs
+//! (`os::thread::ThreadRole::SettledStream`). What keeps that small is code shape (the stream runs
 //! from the bottom of the thread's job, not under the request loop's frames; nothing large on
 //! the stack): this test holds it. A binary of its own: it reads this process's threads.
 //!

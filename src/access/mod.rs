@@ -1,11 +1,11 @@
 //! Who may do what in an organization and its projects: the one place where a signed-in user's
-//! membership is looked up and weighed against what an action needs. Every handler that touches
+//! membership is looked up and weighed against what an operation needs. Every handler that touches
 //! an organization, a project or what belongs to them (tokens, members, invitations) asks here
-//! first and acts only on the `Member` it gets back.
+//! first and acts only on the `Membership` it gets back.
 //!
 //! The answers: an organization the user does not belong to, or a project in one, is 404
 //! `not_found`, exactly as an id that does not exist (an outsider learns nothing about other
-//! organizations); a role too low, or an organization whose status forbids the action, is 403
+//! organizations); a role too low, or an organization whose status forbids the operation, is 403
 //! `forbidden`. The rules themselves are the pure table `decide`, tested as a table.
 
 mod rules;
@@ -14,7 +14,7 @@ use crate::db::orgs::{self, Project};
 use crate::db::Sql;
 use crate::error::{ApiError, ApiResult, Code};
 
-pub use rules::{admits, decide, Action, Refusal};
+pub use rules::{admits, decide, Forbidden, Operation};
 
 /// A member's role, weakest first: each role may do what the ones before it may.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -69,7 +69,7 @@ impl Status {
 
 /// A user's membership in one organization, as read for one request.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Member {
+pub struct Membership {
     pub user_id: i64,
     pub org_id: i64,
     pub personal: bool,
@@ -77,32 +77,37 @@ pub struct Member {
     pub status: Status,
 }
 
-impl Member {
-    /// Ok when this member may take `action` in the organization; else the 403 that says why.
-    pub fn may(&self, action: Action) -> ApiResult<()> {
-        decide(self.role, self.status, self.personal, action).map_err(Refusal::into_error)
+impl Membership {
+    /// Ok when this member may take `operation` in the organization; else the 403 that says why.
+    pub fn may(&self, operation: Operation) -> ApiResult<()> {
+        decide(self.role, self.status, self.personal, operation).map_err(Forbidden::into_error)
     }
 }
 
-/// The user's membership in `org_id`, allowed to take `action`: 404 when the user is not a
+/// The user's membership in `org_id`, allowed to take `operation`: 404 when the user is not a
 /// member (or there is no such organization), 403 when the role or status forbids it.
-pub fn org(c: &mut impl Sql, user_id: i64, org_id: i64, action: Action) -> ApiResult<Member> {
+pub fn org(
+    c: &mut impl Sql,
+    user_id: i64,
+    org_id: i64,
+    operation: Operation,
+) -> ApiResult<Membership> {
     let member = membership(c, user_id, org_id)?.ok_or_else(not_found)?;
-    member.may(action)?;
+    member.may(operation)?;
     Ok(member)
 }
 
 /// The project `project_id` and the user's membership in its organization, allowed to take
-/// `action`: 404 when there is no such project or the user is not a member of its organization.
+/// `operation`: 404 when there is no such project or the user is not a member of its organization.
 pub fn project(
     c: &mut impl Sql,
     user_id: i64,
     project_id: i64,
-    action: Action,
-) -> ApiResult<(Project, Member)> {
+    operation: Operation,
+) -> ApiResult<(Project, Membership)> {
     let project = orgs::find_project(c, project_id)?.ok_or_else(not_found)?;
     let member = membership(c, user_id, project.org_id)?.ok_or_else(not_found)?;
-    member.may(action)?;
+    member.may(operation)?;
     Ok((project, member))
 }
 
@@ -111,7 +116,7 @@ pub fn membership(
     c: &mut impl Sql,
     user_id: i64,
     org_id: i64,
-) -> Result<Option<Member>, postgres::Error> {
+) -> Result<Option<Membership>, postgres::Error> {
     let row = c.query_opt(
         "SELECT o.kind, m.role, o.status
            FROM memberships m JOIN organizations o ON o.id = m.org_id
@@ -122,7 +127,7 @@ pub fn membership(
         let kind: String = r.get(0);
         let role: String = r.get(1);
         let status: String = r.get(2);
-        Member {
+        Membership {
             user_id,
             org_id,
             personal: kind == "personal",

@@ -1,5 +1,6 @@
 //! The rules of `access` as a pure table: a role, an organization's status and kind, and an
-//! action in; allowed or the reason for a refusal out. No database, no request: tested as a table.
+//! operation in; allowed or the reason for a refusal out. No database, no request: tested as a
+//! table.
 
 use serde_json::json;
 
@@ -8,7 +9,7 @@ use crate::error::{ApiError, Code};
 
 /// What a member asks to do in an organization.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Action {
+pub enum Operation {
     /// See the organization, its projects and its members.
     Read,
     /// List a project's API tokens.
@@ -27,49 +28,49 @@ pub enum Action {
     Leave,
 }
 
-impl Action {
-    /// The weakest role that may take the action.
+impl Operation {
+    /// The weakest role that may take the operation.
     pub fn needs(self) -> Role {
         match self {
-            Action::Read | Action::Leave => Role::Viewer,
-            Action::ReadTokens | Action::ManageTokens => Role::Member,
-            Action::ManageProjects | Action::Rename | Action::ManageMembers => Role::Admin,
-            Action::ManageOwners => Role::Owner,
+            Operation::Read | Operation::Leave => Role::Viewer,
+            Operation::ReadTokens | Operation::ManageTokens => Role::Member,
+            Operation::ManageProjects | Operation::Rename | Operation::ManageMembers => Role::Admin,
+            Operation::ManageOwners => Role::Owner,
         }
     }
 
     fn is_membership(self) -> bool {
         matches!(
             self,
-            Action::ManageMembers | Action::ManageOwners | Action::Leave
+            Operation::ManageMembers | Operation::ManageOwners | Operation::Leave
         )
     }
 
     /// Whether a suspended or closed organization allows it: reading it, and leaving it.
     fn allowed_when_inactive(self) -> bool {
-        matches!(self, Action::Read | Action::Leave)
+        matches!(self, Operation::Read | Operation::Leave)
     }
 
     /// What changing a member's role from `from` to `to` is: owners alone make or unmake
     /// owners; below owner, it is managing members.
-    pub fn role_change(from: Role, to: Role) -> Action {
+    pub fn role_change(from: Role, to: Role) -> Operation {
         if from == Role::Owner || to == Role::Owner {
-            Action::ManageOwners
+            Operation::ManageOwners
         } else {
-            Action::ManageMembers
+            Operation::ManageMembers
         }
     }
 
     /// What removing a member of `role` (not oneself) is: an owner only by an owner.
-    pub fn removal(role: Role) -> Action {
-        Action::role_change(role, Role::Viewer)
+    pub fn removal(role: Role) -> Operation {
+        Operation::role_change(role, Role::Viewer)
     }
 }
 
-/// Why an action is refused (each a 403 `forbidden`).
+/// Why an operation is refused (each a 403 `forbidden`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Refusal {
-    /// The member's role is below the one the action needs.
+pub enum Forbidden {
+    /// The member's role is below the one the operation needs.
     Role { needs: Role },
     /// The organization is suspended or closed: it can be seen, nothing in it changed.
     Status(Status),
@@ -77,21 +78,21 @@ pub enum Refusal {
     Personal,
 }
 
-impl Refusal {
+impl Forbidden {
     pub fn into_error(self) -> ApiError {
         let (message, details) = match self {
-            Refusal::Role { needs } => (
+            Forbidden::Role { needs } => (
                 format!(
                     "Your role does not allow this; it needs {}.",
                     needs.as_str()
                 ),
                 json!({ "needed_role": needs.as_str() }),
             ),
-            Refusal::Status(status) => (
+            Forbidden::Status(status) => (
                 format!("The organization is {}.", status.as_str()),
                 json!({ "org_status": status.as_str() }),
             ),
-            Refusal::Personal => (
+            Forbidden::Personal => (
                 "A personal organization has no other members.".to_string(),
                 json!({ "org_kind": "personal" }),
             ),
@@ -103,17 +104,22 @@ impl Refusal {
 }
 
 /// Whether a member with `role` in an organization of `status` (personal or not) may take
-/// `action`.
-pub fn decide(role: Role, status: Status, personal: bool, action: Action) -> Result<(), Refusal> {
-    if status != Status::Active && !action.allowed_when_inactive() {
-        return Err(Refusal::Status(status));
+/// `operation`.
+pub fn decide(
+    role: Role,
+    status: Status,
+    personal: bool,
+    operation: Operation,
+) -> Result<(), Forbidden> {
+    if status != Status::Active && !operation.allowed_when_inactive() {
+        return Err(Forbidden::Status(status));
     }
-    if personal && action.is_membership() {
-        return Err(Refusal::Personal);
+    if personal && operation.is_membership() {
+        return Err(Forbidden::Personal);
     }
-    if role < action.needs() {
-        return Err(Refusal::Role {
-            needs: action.needs(),
+    if role < operation.needs() {
+        return Err(Forbidden::Role {
+            needs: operation.needs(),
         });
     }
     Ok(())
@@ -121,12 +127,12 @@ pub fn decide(role: Role, status: Status, personal: bool, action: Action) -> Res
 
 /// Whether an organization of `status` (personal or not) takes a new member through an accepted
 /// invitation: only an active team.
-pub fn admits(status: Status, personal: bool) -> Result<(), Refusal> {
+pub fn admits(status: Status, personal: bool) -> Result<(), Forbidden> {
     if status != Status::Active {
-        return Err(Refusal::Status(status));
+        return Err(Forbidden::Status(status));
     }
     if personal {
-        return Err(Refusal::Personal);
+        return Err(Forbidden::Personal);
     }
     Ok(())
 }
@@ -134,9 +140,9 @@ pub fn admits(status: Status, personal: bool) -> Result<(), Refusal> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use Action::*;
+    use Operation::*;
 
-    /// Each action against each role in an active team organization: `x` allowed, `.` refused.
+    /// Each operation against each role in an active team organization: `x` allowed, `.` refused.
     #[test]
     fn roles_in_an_active_team() {
         let table = [
@@ -150,15 +156,15 @@ mod tests {
             (ManageOwners, "...x"),
             (Leave, "xxxx"),
         ];
-        for (action, expected) in table {
+        for (operation, expected) in table {
             let got: String = Role::ALL
                 .iter()
-                .map(|&r| match decide(r, Status::Active, false, action) {
+                .map(|&r| match decide(r, Status::Active, false, operation) {
                     Ok(()) => 'x',
                     Err(_) => '.',
                 })
                 .collect();
-            assert_eq!(got, expected, "{action:?}");
+            assert_eq!(got, expected, "{operation:?}");
         }
     }
 
@@ -167,7 +173,7 @@ mod tests {
         for status in [Status::Suspended, Status::Closed] {
             assert_eq!(decide(Role::Owner, status, false, Read), Ok(()));
             assert_eq!(decide(Role::Viewer, status, false, Leave), Ok(()));
-            for action in [
+            for operation in [
                 ReadTokens,
                 ManageTokens,
                 ManageProjects,
@@ -176,8 +182,8 @@ mod tests {
                 ManageOwners,
             ] {
                 assert_eq!(
-                    decide(Role::Owner, status, false, action),
-                    Err(Refusal::Status(status))
+                    decide(Role::Owner, status, false, operation),
+                    Err(Forbidden::Status(status))
                 );
             }
         }
@@ -185,10 +191,10 @@ mod tests {
 
     #[test]
     fn a_personal_organization_takes_no_members_and_cannot_be_left() {
-        for action in [ManageMembers, ManageOwners, Leave] {
+        for operation in [ManageMembers, ManageOwners, Leave] {
             assert_eq!(
-                decide(Role::Owner, Status::Active, true, action),
-                Err(Refusal::Personal)
+                decide(Role::Owner, Status::Active, true, operation),
+                Err(Forbidden::Personal)
             );
         }
         assert_eq!(
@@ -200,9 +206,9 @@ mod tests {
     #[test]
     fn only_an_active_team_takes_new_members() {
         assert_eq!(admits(Status::Active, false), Ok(()));
-        assert_eq!(admits(Status::Active, true), Err(Refusal::Personal));
+        assert_eq!(admits(Status::Active, true), Err(Forbidden::Personal));
         for status in [Status::Suspended, Status::Closed] {
-            assert_eq!(admits(status, false), Err(Refusal::Status(status)));
+            assert_eq!(admits(status, false), Err(Forbidden::Status(status)));
         }
     }
 
@@ -219,7 +225,7 @@ mod tests {
         for (from, expected) in table {
             let got: String = Role::ALL
                 .iter()
-                .map(|&to| match Action::role_change(from, to) {
+                .map(|&to| match Operation::role_change(from, to) {
                     ManageOwners => 'O',
                     ManageMembers => 'A',
                     other => panic!("{other:?}"),
@@ -227,13 +233,13 @@ mod tests {
                 .collect();
             assert_eq!(got, expected, "from {from:?}");
         }
-        assert_eq!(Action::removal(Role::Owner), ManageOwners);
-        assert_eq!(Action::removal(Role::Admin), ManageMembers);
+        assert_eq!(Operation::removal(Role::Owner), ManageOwners);
+        assert_eq!(Operation::removal(Role::Admin), ManageMembers);
     }
 
     #[test]
     fn a_refusal_is_403_forbidden_naming_the_role_needed() {
-        let e = Refusal::Role { needs: Role::Admin }.into_error();
+        let e = Forbidden::Role { needs: Role::Admin }.into_error();
         assert_eq!(e.code.status(), 403);
         assert_eq!(e.body()["error"]["code"], "forbidden");
         assert_eq!(e.body()["error"]["details"]["needed_role"], "admin");

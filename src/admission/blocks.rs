@@ -10,6 +10,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use crate::http::client::Client;
+use crate::locks::Unpoisoned;
 
 /// Addresses remembered at most; past it, expired entries are dropped, and when none are, new
 /// blocks are not remembered (those requests fall back to the database look).
@@ -22,8 +23,8 @@ pub struct Blocks {
 
 impl Blocks {
     /// Seconds left while `client` is known to be over its budget.
-    pub fn check(&self, client: Client) -> Option<u64> {
-        let mut until = self.until.lock().unwrap();
+    pub fn blocked_for(&self, client: Client) -> Option<u64> {
+        let mut until = self.until.lock().unpoisoned();
         let end = *until.get(&client)?;
         let now = Instant::now();
         if end <= now {
@@ -34,7 +35,7 @@ impl Blocks {
     }
 
     pub fn block(&self, client: Client, secs: u64) {
-        let mut until = self.until.lock().unwrap();
+        let mut until = self.until.lock().unpoisoned();
         let now = Instant::now();
         if until.len() >= MAX_ENTRIES {
             until.retain(|_, end| *end > now);
@@ -55,11 +56,11 @@ mod tests {
         let blocks = Blocks::default();
         let a = Client::of(Some("1.2.3.4".parse().unwrap()));
         let b = Client::of(Some("1.2.3.5".parse().unwrap()));
-        assert_eq!(blocks.check(a), None);
+        assert_eq!(blocks.blocked_for(a), None);
         blocks.block(a, 30);
-        assert_eq!(blocks.check(a), Some(30));
-        assert_eq!(blocks.check(b), None);
+        assert_eq!(blocks.blocked_for(a), Some(30));
+        assert_eq!(blocks.blocked_for(b), None);
         blocks.until.lock().unwrap().insert(a, Instant::now());
-        assert_eq!(blocks.check(a), None);
+        assert_eq!(blocks.blocked_for(a), None);
     }
 }

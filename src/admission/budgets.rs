@@ -67,7 +67,11 @@ impl<'a> Budgets<'a> {
 
     /// Locks each of `buckets` (until the transaction ends) and refuses while any is spent,
     /// for the longest wait; counts nothing.
-    pub fn check_locked(&self, tx: &mut impl Sql, buckets: &[Bucket]) -> Result<(), BudgetError> {
+    pub fn require_room_locked(
+        &self,
+        tx: &mut impl Sql,
+        buckets: &[Bucket],
+    ) -> Result<(), BudgetError> {
         let mut worst: Option<Spent> = None;
         for (index, bucket) in buckets.iter().enumerate() {
             rate::lock(tx, &bucket.key())?;
@@ -91,7 +95,7 @@ impl<'a> Budgets<'a> {
     }
 
     /// Refuses when any of `buckets` is spent (the first in order); one round trip, no lock.
-    pub fn check(&self, c: &mut impl Sql, buckets: &[Bucket]) -> Result<(), BudgetError> {
+    pub fn require_room(&self, c: &mut impl Sql, buckets: &[Bucket]) -> Result<(), BudgetError> {
         match rate::first_blocked(c, self.limits, buckets)? {
             None => Ok(()),
             Some((index, wait)) => Err(spent(index, wait, &buckets[index])),

@@ -4,9 +4,10 @@
 //! A `SharePlace` is one unit held; dropping it gives the unit back.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::http::client::Client;
+use crate::locks::Unpoisoned;
 
 /// Counts per client against a fixed per-client limit.
 pub struct Shares {
@@ -35,7 +36,7 @@ impl Shares {
     }
 
     fn held(&self) -> MutexGuard<'_, HashMap<Client, usize>> {
-        self.held.lock().unwrap_or_else(PoisonError::into_inner)
+        self.held.lock().unpoisoned()
     }
 
     /// A unit for `ip`, unless it already holds its share.

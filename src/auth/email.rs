@@ -72,7 +72,7 @@ pub fn resend(app: &App, req: &Request) -> ApiResult<Reply> {
         Bucket::VerifyMailsPerMinute(user.id),
         Bucket::VerifyMailsPerDay(user.id),
     ];
-    Budgets::new(&app.config.limits).check_locked(&mut tx, &buckets)?;
+    Budgets::new(&app.config.limits).require_room_locked(&mut tx, &buckets)?;
     for bucket in &buckets {
         rate::record(&mut tx, bucket)?;
     }
@@ -104,7 +104,7 @@ pub fn forgot(app: &App, req: &Request) -> ApiResult<Reply> {
         rate::lock(&mut tx, &bucket.key())?;
     }
     // Past a cap the request is dropped silently, whether the address has an account or not.
-    let queued = match Budgets::new(&app.config.limits).check(&mut tx, &buckets) {
+    let queued = match Budgets::new(&app.config.limits).require_room(&mut tx, &buckets) {
         Ok(()) => true,
         Err(BudgetError::Spent(_)) => false,
         Err(BudgetError::Db(e)) => return Err(e.into()),
@@ -131,7 +131,7 @@ pub fn reset(app: &App, req: &Request) -> ApiResult<Reply> {
     let password = Password::parse(fields.string("password")?, "password")?;
     super::passwords::refuse_common(&password, "password")?;
     let client = req.client(&app.config.client_source);
-    app.hasher.check(client)?;
+    app.hasher.would_admit(client)?;
     {
         // A cheap look first, so that a wrong token costs no password hash; it also names the
         // account, whose address and name the new password must not be.

@@ -17,12 +17,18 @@ use crate::limits::{self, Kind};
 /// handler checks before any query).
 pub fn screen(app: &App, req: &Request) -> ApiResult<()> {
     let client = req.client(&app.config.client_source);
-    if device::ours(app, req).is_none() {
-        if let Some(wait) = app.signin_blocks.check(client) {
+    refuse_early(app, client, device::ours(app, req).is_some())
+}
+
+/// Steps 1 and 2 below, from memory: the screen asks them before the body is read (any device
+/// cookie we minted exempts), the handler again once it knows the account (its own cookie).
+fn refuse_early(app: &App, client: Client, with_device_cookie: bool) -> ApiResult<()> {
+    if !with_device_cookie {
+        if let Some(wait) = app.signin_blocks.blocked_for(client) {
             return Err(attempt::refused(app, wait));
         }
     }
-    app.hasher.check(client)
+    app.hasher.would_admit(client)
 }
 
 /// How a sign-in's password check is counted before it is made.
@@ -38,7 +44,7 @@ enum Counted {
 ///
 /// 1. Without a device cookie minted for this account, an address remembered as over its
 ///    failed-sign-in budget is refused from memory (`admission::Blocks`).
-/// 2. The hash admission is asked (cheaply, before the database: `Hasher::check`).
+/// 2. The hash admission is asked (cheaply, before the database: `Hasher::would_admit`).
 /// 3. The check is counted before it is made: on a live device cookie of this account under its
 ///    own failure budget (OWASP's device cookies: guessing cannot lock the owner's browser out),
 ///    else in the three failed-sign-in buckets (`attempt`); 429 when there is no place.
@@ -55,12 +61,7 @@ pub fn post(app: &App, req: &Request) -> ApiResult<Reply> {
     }
     let client = req.client(&app.config.client_source);
     let device = device::for_account(app, req, &email);
-    if device.is_none() {
-        if let Some(wait) = app.signin_blocks.check(client) {
-            return Err(attempt::refused(app, wait));
-        }
-    }
-    app.hasher.check(client)?;
+    refuse_early(app, client, device.is_some())?;
     let (user, counted) = count(app, &email, client, device)?;
     // Unknown address or no password: the same hash work, then the same answer.
     let stored = user.as_ref().and_then(|u| u.password_hash.as_deref());

@@ -20,7 +20,7 @@ use super::Event;
 use crate::app::{App, Reply};
 use crate::crypto;
 use crate::db::sessions::{self, Session};
-use crate::db::{self, outbox, rate, recovery_codes, totp, users};
+use crate::db::{self, outbox, rate, recovery_codes, totp};
 use crate::error::{ApiError, ApiResult, Code};
 use crate::http::{percent_encode, Request, Response};
 use crate::limits::{Bucket, Limits};
@@ -58,8 +58,7 @@ pub fn complete(app: &App, req: &Request) -> ApiResult<Reply> {
         return wrong_code_on_pending(app, req, tx, &session);
     }
     sessions::delete(&mut tx, session.id)?;
-    let user = users::find(&mut tx, session.user_id)?
-        .ok_or_else(|| ApiError::internal("session of a deleted user"))?;
+    let user = super::session_user(&mut tx, session.user_id)?;
     let response = super::start_session(app, req, &mut tx, 200, &user, false)?;
     tx.commit()?;
     let how = [("factor", factor.name().into())];
@@ -99,8 +98,7 @@ pub fn setup(app: &App, req: &Request) -> ApiResult<Reply> {
     let session = super::require_session(app, req)?;
     super::reauth::require(app, req, &session)?;
     let mut c = db::conn(&app.pool)?;
-    let user = users::find(&mut *c, session.user_id)?
-        .ok_or_else(|| ApiError::internal("session of a deleted user"))?;
+    let user = super::session_user(&mut *c, session.user_id)?;
     let secret = crypto::random_bytes::<20>();
     if !totp::offer(&mut *c, user.id, &app.data_keys.seal_totp(user.id, &secret))? {
         return Err(already_enabled());
@@ -172,8 +170,7 @@ pub fn disable(app: &App, req: &Request) -> ApiResult<Reply> {
 pub fn regenerate(app: &App, req: &Request) -> ApiResult<Reply> {
     let (reply, user_id) = with_enabled_factor(app, req, |tx, session| {
         let codes = issue_recovery_codes(tx, session.user_id)?;
-        let user = users::find(tx, session.user_id)?
-            .ok_or_else(|| ApiError::internal("session of a deleted user"))?;
+        let user = super::session_user(tx, session.user_id)?;
         outbox::enqueue(tx, "mfa_recovery_codes", user.id, &user.email)?;
         Ok(Response::json(200, &json!({ "recovery_codes": codes })).into())
     })?;
@@ -244,7 +241,7 @@ fn cap_bucket(user_id: i64) -> Bucket<'static> {
 /// 429 while the user has had 20 wrong codes within the hour, whatever this code is. The bucket
 /// stays locked until the transaction ends, so concurrent attempts cannot overshoot the cap.
 fn check_cap(tx: &mut impl Sql, limits: &Limits, user_id: i64) -> ApiResult<()> {
-    Ok(Budgets::new(limits).check_locked(tx, &[cap_bucket(user_id)])?)
+    Ok(Budgets::new(limits).require_room_locked(tx, &[cap_bucket(user_id)])?)
 }
 
 /// A wrong code on an enrolment endpoint: counted toward the user's hourly cap.
@@ -310,8 +307,7 @@ fn notify_and_end_other_sessions(
     session: &Session,
     kind: &str,
 ) -> ApiResult<String> {
-    let user = users::find(tx, session.user_id)?
-        .ok_or_else(|| ApiError::internal("session of a deleted user"))?;
+    let user = super::session_user(tx, session.user_id)?;
     outbox::enqueue(tx, kind, user.id, &user.email)?;
     sessions::delete_for_user(tx, user.id, Some(session.id))?;
     super::renew_token(app, tx, session)

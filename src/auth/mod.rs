@@ -43,17 +43,15 @@ pub fn audit(
     user_id: Option<i64>,
     fields: &[(&str, log::kv::Value)],
 ) {
-    let client = app
-        .config
-        .client_source
-        .resolve(req.peer.map(|p| p.ip()), &req.headers);
+    let client = req.client_ip(&app.config.client_source);
     crate::logging::security::event(event, client, user_id, fields);
 }
 
 /// The screen of the routes that hash a password (sign-up, password reset): refused from
 /// memory, before a worker, when the client would get no place in the fair hash admission.
 pub fn hash_screen(app: &App, req: &Request) -> ApiResult<()> {
-    app.hasher.check(req.client(&app.config.client_source))
+    app.hasher
+        .would_admit(req.client(&app.config.client_source))
 }
 
 /// The session of a request that must be fully authenticated: 401 `unauthorized` without one,
@@ -83,12 +81,9 @@ pub fn any_session(app: &App, req: &Request) -> ApiResult<Session> {
 
 /// Where a request comes from, as the owner's list of sessions shows it: the client's full
 /// address (not the /64 that limits count by) and a short description of its user agent.
-pub fn seen(app: &App, req: &Request) -> sessions::Seen {
-    let ip = app
-        .config
-        .client_source
-        .resolve(req.peer.map(|p| p.ip()), &req.headers);
-    sessions::Seen {
+pub fn seen(app: &App, req: &Request) -> sessions::UsedFrom {
+    let ip = req.client_ip(&app.config.client_source);
+    sessions::UsedFrom {
         address: ip.map(|ip| ip.to_canonical().to_string()),
         agent: crate::http::user_agent::describe(req.header("user-agent")),
     }
@@ -146,9 +141,16 @@ pub fn renew_token(app: &App, c: &mut impl Sql, session: &Session) -> ApiResult<
 
 /// The Auth state (docs/API.md, "Bodies").
 pub fn auth_state(c: &mut impl Sql, user_id: i64, mfa_required: bool) -> ApiResult<Value> {
-    // A session whose account was deleted by a request still in flight: gone, as the session is.
-    let user = users::find(c, user_id)?.ok_or_else(|| ApiError::new(Code::Unauthorized))?;
+    let user = session_user(c, user_id)?;
     auth_state_of(c, &user, mfa_required)
+}
+
+/// The user of a session this request read. Deleting a user deletes its sessions, so the user
+/// is missing only when the account was deleted (`DELETE /auth/account`, `consoled user
+/// delete`) while the request ran: 401, gone as the session is, wherever a handler reads a
+/// session's user.
+pub fn session_user(c: &mut impl Sql, user_id: i64) -> ApiResult<users::User> {
+    users::find(c, user_id)?.ok_or_else(|| ApiError::new(Code::Unauthorized))
 }
 
 /// Auth state of a user already read in this request.

@@ -17,8 +17,10 @@
 
 use crate::app::{App, Reply};
 use crate::db::mail_tokens::{self, Purpose};
-use crate::db::{self, outbox, sessions, users};
+use crate::db::sessions::{self, Session};
+use crate::db::{self, outbox, users};
 use crate::error::{ApiError, ApiResult, Code};
+use crate::http::client::Client;
 use crate::http::json::{Email, Fields, Password};
 use crate::http::{Request, Response};
 
@@ -41,50 +43,74 @@ pub fn change(app: &App, req: &Request) -> ApiResult<Reply> {
         .ok_or_else(|| ApiError::new(Code::Unauthorized))?;
     passwords::refuse_personal(&password, "password", &user.email, &user.name)?;
     let email = Email::normalise(&user.email);
-    match (user.password_hash.as_deref(), current) {
-        (Some(_), None) => return Err(ApiError::invalid("current_password", "required")),
-        (Some(stored), Some(current)) => {
-            app.hasher.check(client)?;
-            if !attempt::verify(app, &email, client, current, stored)?.is_right() {
-                super::audit(app, req, Event::PasswordChangeRefused, Some(user.id), &[]);
-                return Err(ApiError::new(Code::InvalidCredentials)
-                    .message("The current password is not correct."));
-            }
-        }
-        (None, _) if session.age > app.config.reauth.as_secs_f64() => {
-            return Err(ApiError::new(Code::ReauthRequired).message(format!(
-                "This account has no password yet: sign in again through your provider, then \
-                 set one within {} seconds.",
-                app.config.reauth.as_secs()
-            )));
-        }
-        (None, _) => {}
-    }
-    app.hasher.check(client)?;
+    prove_current(app, req, (&session, &user), current, (&email, client))?;
+    app.hasher.would_admit(client)?;
     let hash = app.hasher.hash(client, password.as_str())?;
-
-    let mut c = db::conn(&app.pool)?;
-    let mut tx = c.transaction()?;
-    if !users::replace_password(&mut tx, user.id, user.password_hash.as_deref(), &hash)? {
-        // Changed by a concurrent request since it was verified here.
-        return Err(ApiError::new(Code::InvalidCredentials)
-            .message("The password was changed meanwhile; sign in again with the new one."));
-    }
-    // Deleting the sessions also ends their event streams (trigger).
-    let ended = sessions::delete_for_user(&mut tx, user.id, Some(session.id))?;
-    let cookie = super::renew_token(app, &mut tx, &session)?;
-    // Reset links mailed before the change would undo it: queued ones go (after any being sent
-    // now, whose token is then committed), then every unused one is void.
-    outbox::drop_queued(&mut tx, "password_reset", user.id, email.as_str())?;
-    mail_tokens::void_unused(&mut tx, user.id, Purpose::PasswordReset)?;
-    outbox::enqueue(&mut tx, "password_changed", user.id, &user.email)?;
-    // The failed sign-ins guarded the old password; they must not lock out the new one.
-    login::clear_failures(&mut tx, &email)?;
-    tx.commit()?;
+    let (cookie, ended) = replace(app, (&session, &user), &email, &hash)?;
     let fields = [
         ("first_password", user.password_hash.is_none().into()),
         ("sessions_ended", ended.into()),
     ];
     super::audit(app, req, Event::PasswordChanged, Some(user.id), &fields);
     Ok(Response::empty(204).header("Set-Cookie", cookie).into())
+}
+
+/// The current password, verified like a sign-in; or, for an account without one, a sign-in
+/// recent enough.
+fn prove_current(
+    app: &App,
+    req: &Request,
+    (session, user): (&Session, &users::User),
+    current: Option<&str>,
+    (email, client): (&Email, Client),
+) -> ApiResult<()> {
+    match (user.password_hash.as_deref(), current) {
+        (Some(_), None) => Err(ApiError::invalid("current_password", "required")),
+        (Some(stored), Some(current)) => {
+            app.hasher.would_admit(client)?;
+            if !attempt::verify(app, email, client, current, stored)?.is_right() {
+                super::audit(app, req, Event::PasswordChangeRefused, Some(user.id), &[]);
+                return Err(ApiError::new(Code::InvalidCredentials)
+                    .message("The current password is not correct."));
+            }
+            Ok(())
+        }
+        (None, _) if session.age > app.config.reauth.as_secs_f64() => {
+            Err(ApiError::new(Code::ReauthRequired).message(format!(
+                "This account has no password yet: sign in again through your provider, then \
+                 set one within {} seconds.",
+                app.config.reauth.as_secs()
+            )))
+        }
+        (None, _) => Ok(()),
+    }
+}
+
+/// The new hash and what must go with it, in one transaction: this session's new cookie, and
+/// how many other sessions ended.
+fn replace(
+    app: &App,
+    (session, user): (&Session, &users::User),
+    email: &Email,
+    hash: &str,
+) -> ApiResult<(String, u64)> {
+    let mut c = db::conn(&app.pool)?;
+    let mut tx = c.transaction()?;
+    if !users::replace_password(&mut tx, user.id, user.password_hash.as_deref(), hash)? {
+        // Changed by a concurrent request since it was verified here.
+        return Err(ApiError::new(Code::InvalidCredentials)
+            .message("The password was changed meanwhile; sign in again with the new one."));
+    }
+    // Deleting the sessions also ends their event streams (trigger).
+    let ended = sessions::delete_for_user(&mut tx, user.id, Some(session.id))?;
+    let cookie = super::renew_token(app, &mut tx, session)?;
+    // Reset links mailed before the change would undo it: queued ones go (after any being sent
+    // now, whose token is then committed), then every unused one is void.
+    outbox::drop_queued(&mut tx, "password_reset", user.id, email.as_str())?;
+    mail_tokens::void_unused(&mut tx, user.id, Purpose::PasswordReset)?;
+    outbox::enqueue(&mut tx, "password_changed", user.id, &user.email)?;
+    // The failed sign-ins guarded the old password; they must not lock out the new one.
+    login::clear_failures(&mut tx, email)?;
+    tx.commit()?;
+    Ok((cookie, ended))
 }

@@ -37,7 +37,7 @@ pub fn require(app: &App, req: &Request, session: &Session) -> ApiResult<()> {
         return Err(ApiError::new(Code::ReauthRequired)
             .message("This account has no password: sign in again through your provider."));
     };
-    app.hasher.check(client)?;
+    app.hasher.would_admit(client)?;
     let email = Email::normalise(&user.email);
     if attempt::verify(app, &email, client, password, stored)?.is_right() {
         return Ok(());

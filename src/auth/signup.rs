@@ -10,8 +10,9 @@ use crate::app::{App, Reply};
 use crate::db::invitations::{self, Invitation};
 use crate::db::{self, members, orgs, outbox, users, Sql};
 use crate::error::{ApiError, ApiResult, Code};
+use crate::http::client::Client;
 use crate::http::json::{parse_name, Email, Fields, Password};
-use crate::http::Request;
+use crate::http::{Request, Response};
 use crate::limits::Bucket;
 
 use super::signup_policy::{self, Evidence};
@@ -25,31 +26,75 @@ pub fn post(app: &App, req: &Request) -> ApiResult<Reply> {
     let name = parse_name(fields.string("name")?)?;
     let link = fields.optional_string("invitation")?;
     // Before any count or hash: a refused password costs nothing.
-    super::passwords::check(&password, "password", email.as_str(), &name)?;
-
-    // Count the attempt before the expensive hash, in its own short transaction.
+    super::passwords::refuse_weak(&password, "password", email.as_str(), &name)?;
     let client = req.client(&app.config.client_source);
-    app.hasher.check(client)?;
-    let invitation = {
-        let mut c = db::conn(&app.pool)?;
-        let admitted =
-            signup_policy::admit(&mut *c, &app.config.signup, &email, Evidence::Link(link));
-        let invitation = admitted.inspect_err(|e| refused(app, req, e))?;
-        let mut tx = c.transaction()?;
-        let bucket = Bucket::Signup(client);
-        Budgets::new(&app.config.limits).take(&mut tx, &bucket)?;
-        tx.commit()?;
-        invitation
-    };
+    app.hasher.would_admit(client)?;
+    let invitation = admit(app, req, &email, link, client)?;
     // No connection is held while hashing: a slow hash queue must not drain the pool.
     let hash = app.hasher.hash(client, password.as_str())?;
+    let invited = invitation.is_some();
+    let made = create(app, req, (&email, &name, &hash), invitation, link)?;
+    let user_id = made.user_id;
+    super::audit(
+        app,
+        req,
+        Event::Signup,
+        Some(user_id),
+        &[("invited", invited.into())],
+    );
+    if let Some((org_id, invitation)) = made.joined {
+        let fields = [
+            ("org_id", org_id.into()),
+            ("invitation_id", invitation.id.into()),
+            ("role", invitation.role.as_str().into()),
+            ("via", "signup".into()),
+        ];
+        super::audit(app, req, Event::InvitationAccepted, Some(user_id), &fields);
+    }
+    Ok(made.response.into())
+}
 
+/// What a sign-up made: the answer, the user, and the team joined through the invitation.
+struct SignedUp {
+    response: Response,
+    user_id: i64,
+    joined: Option<(i64, Invitation)>,
+}
+
+/// Who may sign up (`signup_policy`), then the attempt counted, before the expensive hash and in
+/// its own short transaction; the invitation its link names, if any.
+fn admit(
+    app: &App,
+    req: &Request,
+    email: &Email,
+    link: Option<&str>,
+    client: Client,
+) -> ApiResult<Option<Invitation>> {
+    let mut c = db::conn(&app.pool)?;
+    let admitted = signup_policy::admit(&mut *c, &app.config.signup, email, Evidence::Link(link));
+    let invitation = admitted.inspect_err(|e| refused(app, req, e))?;
+    let mut tx = c.transaction()?;
+    let bucket = Bucket::Signup(client);
+    Budgets::new(&app.config.limits).take(&mut tx, &bucket)?;
+    tx.commit()?;
+    Ok(invitation)
+}
+
+/// The user, its personal organization, the invitation's team joined, the verification mail
+/// (not when invited: the link proved the address) and the session, in one transaction.
+fn create(
+    app: &App,
+    req: &Request,
+    (email, name, hash): (&Email, &str, &str),
+    invitation: Option<Invitation>,
+    link: Option<&str>,
+) -> ApiResult<SignedUp> {
     let mut c = db::conn(&app.pool)?;
     let mut tx = c.transaction()?;
     let invited = invitation.is_some();
-    let user = users::insert(&mut tx, &email, &name, Some(&hash), invited)?
+    let user = users::insert(&mut tx, email, name, Some(hash), invited)?
         .ok_or_else(|| ApiError::new(Code::EmailTaken))?;
-    orgs::create_personal(&mut tx, user.id, &name)?;
+    orgs::create_personal(&mut tx, user.id, name)?;
     let joined = match (invitation, link) {
         (Some(invitation), Some(token)) => join(&mut tx, &invitation, token, user.id)?,
         _ => None,
@@ -59,23 +104,11 @@ pub fn post(app: &App, req: &Request) -> ApiResult<Reply> {
     }
     let response = super::start_session(app, req, &mut tx, 201, &user, false)?;
     tx.commit()?;
-    super::audit(
-        app,
-        req,
-        Event::Signup,
-        Some(user.id),
-        &[("invited", invited.into())],
-    );
-    if let Some((org_id, invitation)) = joined {
-        let fields = [
-            ("org_id", org_id.into()),
-            ("invitation_id", invitation.id.into()),
-            ("role", invitation.role.as_str().into()),
-            ("via", "signup".into()),
-        ];
-        super::audit(app, req, Event::InvitationAccepted, Some(user.id), &fields);
-    }
-    Ok(response.into())
+    Ok(SignedUp {
+        response,
+        user_id: user.id,
+        joined,
+    })
 }
 
 /// Uses the invitation's link up for the new user and, when it names an organization (an active
@@ -94,7 +127,7 @@ fn join(
         return Ok(None);
     };
     if let Some((status, personal)) = orgs::status_of(tx, org_id)? {
-        access::admits(status, personal).map_err(access::Refusal::into_error)?;
+        access::admits(status, personal).map_err(access::Forbidden::into_error)?;
         members::add(tx, org_id, user_id, used.role)?;
     }
     Ok(Some((org_id, used)))

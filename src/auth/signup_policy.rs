@@ -95,31 +95,31 @@ impl Policy {
 
 /// Why a new account is refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Refusal {
+pub enum SignupRefusal {
     /// The mode does not admit it (`closed`, or `invite` without an invitation).
     Closed(Mode),
     /// The address is outside the allowed domains.
     Domain,
 }
 
-impl Refusal {
+impl SignupRefusal {
     /// The reason's name in the security log and the sign-in redirect (`error=`).
     pub fn code(self) -> &'static str {
         match self {
-            Refusal::Closed(_) => Code::SignupClosed.as_str(),
-            Refusal::Domain => Code::DomainNotAllowed.as_str(),
+            SignupRefusal::Closed(_) => Code::SignupClosed.as_str(),
+            SignupRefusal::Domain => Code::DomainNotAllowed.as_str(),
         }
     }
 
     pub fn into_error(self, policy: &Policy) -> ApiError {
         match self {
-            Refusal::Closed(Mode::Invite) => ApiError::new(Code::SignupClosed)
+            SignupRefusal::Closed(Mode::Invite) => ApiError::new(Code::SignupClosed)
                 .message("Sign-up needs an invitation: open the link in your invitation mail.")
                 .with_details(json!({ "signup": "invite" })),
-            Refusal::Closed(mode) => {
+            SignupRefusal::Closed(mode) => {
                 ApiError::new(Code::SignupClosed).with_details(json!({ "signup": mode.as_str() }))
             }
-            Refusal::Domain => ApiError::new(Code::DomainNotAllowed)
+            SignupRefusal::Domain => ApiError::new(Code::DomainNotAllowed)
                 .message(format!(
                     "Only addresses at {} can make an account here.",
                     policy.domains.join(", ")
@@ -130,15 +130,15 @@ impl Refusal {
 }
 
 /// The rule itself: whether an account for `email` may be made, `invited` or not.
-pub fn decide(policy: &Policy, email: &Email, invited: bool) -> Result<(), Refusal> {
+pub fn decide(policy: &Policy, email: &Email, invited: bool) -> Result<(), SignupRefusal> {
     if policy.mode == Mode::Closed {
-        return Err(Refusal::Closed(Mode::Closed));
+        return Err(SignupRefusal::Closed(Mode::Closed));
     }
     if !policy.domain_allowed(email) {
-        return Err(Refusal::Domain);
+        return Err(SignupRefusal::Domain);
     }
     if policy.mode == Mode::Invite && !invited {
-        return Err(Refusal::Closed(Mode::Invite));
+        return Err(SignupRefusal::Closed(Mode::Invite));
     }
     Ok(())
 }
@@ -232,8 +232,8 @@ mod tests {
             .into_iter()
             .map(|(email, invited)| match decide(&p, email, invited) {
                 Ok(()) => 'x',
-                Err(Refusal::Closed(_)) => 'c',
-                Err(Refusal::Domain) => 'd',
+                Err(SignupRefusal::Closed(_)) => 'c',
+                Err(SignupRefusal::Domain) => 'd',
             })
             .collect();
             assert_eq!(got, expected, "{mode} {domains:?}");
@@ -243,10 +243,10 @@ mod tests {
     #[test]
     fn refusals_are_403_with_their_own_codes() {
         let p = policy("invite", "example.com");
-        let e = Refusal::Closed(Mode::Invite).into_error(&p);
+        let e = SignupRefusal::Closed(Mode::Invite).into_error(&p);
         assert_eq!((e.code.status(), e.code.as_str()), (403, "signup_closed"));
         assert!(e.more.message.contains("invitation"));
-        let e = Refusal::Domain.into_error(&p);
+        let e = SignupRefusal::Domain.into_error(&p);
         assert_eq!(
             (e.code.status(), e.code.as_str()),
             (403, "domain_not_allowed")

@@ -58,7 +58,7 @@ pub fn rotate(config: &Config) -> Result<Value, Failure> {
     )?;
     let mut c = super::connect(config)?;
     let report =
-        reseal::run(&mut c, &keys, reseal::Scope::NotCurrent).map_err(|e| e.to_string())?;
+        reseal::run(&mut c, &keys, reseal::Stale::NotCurrent).map_err(|e| e.to_string())?;
     if !report.unreadable.is_empty() {
         let users: Vec<String> = report
             .unreadable

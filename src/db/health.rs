@@ -9,6 +9,7 @@
 use std::sync::Mutex;
 use std::time::Instant;
 
+use crate::locks::Unpoisoned;
 use log::kv::Value;
 use log::Level;
 
@@ -27,7 +28,7 @@ static STATE: Mutex<Option<Down>> = Mutex::new(None);
 /// A failed attempt by `who` (`pool`, `listener`, `mail sender`, ...); starts an outage when there
 /// is none.
 pub fn failed(who: &str, cause: &str) {
-    let mut state = STATE.lock().unwrap_or_else(|e| e.into_inner());
+    let mut state = STATE.lock().unpoisoned();
     match state.as_mut() {
         Some(down) => {
             down.failures += 1;
@@ -57,7 +58,7 @@ pub fn failed(who: &str, cause: &str) {
 
 /// A successful connection or statement: ends the outage, if there is one.
 pub fn ok() {
-    let mut state = STATE.lock().unwrap_or_else(|e| e.into_inner());
+    let mut state = STATE.lock().unpoisoned();
     let Some(down) = state.take() else {
         return;
     };
@@ -81,7 +82,7 @@ pub fn ok() {
 
 /// Whether an outage is going on.
 pub fn is_down() -> bool {
-    STATE.lock().unwrap_or_else(|e| e.into_inner()).is_some()
+    STATE.lock().unpoisoned().is_some()
 }
 
 /// A PostgreSQL error with its cause: the client's `Display` says only `db error` or `error

@@ -29,7 +29,7 @@ pub struct Session {
 
 /// Where a session is used from, as its owner sees it.
 #[derive(Debug, Clone)]
-pub struct Seen {
+pub struct UsedFrom {
     /// The client's address (through trusted proxies), if known.
     pub address: Option<String>,
     /// A short description of the user agent (`http::user_agent`).
@@ -45,7 +45,7 @@ pub fn create(
     user_id: i64,
     mfa_pending: bool,
     lifetime: Duration,
-    seen: &Seen,
+    seen: &UsedFrom,
 ) -> Result<Option<(String, Session)>, postgres::Error> {
     let token = new_token();
     let secs = lifetime.as_secs_f64();
@@ -110,7 +110,7 @@ pub fn find_valid(
 }
 
 /// Marks the session as used now, from where `seen` says.
-pub fn touch(c: &mut impl Sql, id: i64, seen: &Seen) -> Result<(), postgres::Error> {
+pub fn touch(c: &mut impl Sql, id: i64, seen: &UsedFrom) -> Result<(), postgres::Error> {
     c.execute(
         "UPDATE sessions SET last_seen_at = now(), client_address = $2, user_agent = $3
           WHERE id = $1",
@@ -119,9 +119,9 @@ pub fn touch(c: &mut impl Sql, id: i64, seen: &Seen) -> Result<(), postgres::Err
     Ok(())
 }
 
-/// Marks sessions as used now, each from where its `Seen` says: one statement for a batch
+/// Marks sessions as used now, each from where its `UsedFrom` says: one statement for a batch
 /// (`identity::seen`).
-pub fn touch_many(c: &mut impl Sql, used: &[(i64, Seen)]) -> Result<u64, postgres::Error> {
+pub fn touch_many(c: &mut impl Sql, used: &[(i64, UsedFrom)]) -> Result<u64, postgres::Error> {
     let ids: Vec<i64> = used.iter().map(|(id, _)| *id).collect();
     let addresses: Vec<Option<&str>> = used.iter().map(|(_, s)| s.address.as_deref()).collect();
     let agents: Vec<&str> = used.iter().map(|(_, s)| s.agent.as_str()).collect();
@@ -196,7 +196,7 @@ pub fn purge_expired(c: &mut impl Sql, idle: Duration) -> Result<u64, postgres::
 
 /// A live session as its owner sees it in the list.
 #[derive(Debug, Clone)]
-pub struct Listed {
+pub struct ListedSession {
     pub public_id: String,
     pub created_at: String,
     pub last_seen_at: String,
@@ -213,7 +213,7 @@ pub fn list_for_user(
     c: &mut impl Sql,
     user_id: i64,
     idle: Duration,
-) -> Result<Vec<Listed>, postgres::Error> {
+) -> Result<Vec<ListedSession>, postgres::Error> {
     let sql = format!(
         "SELECT public_id, to_char(created_at AT TIME ZONE 'UTC', {UTC}),
                 to_char(last_seen_at AT TIME ZONE 'UTC', {UTC}),
@@ -226,7 +226,7 @@ pub fn list_for_user(
     let rows = c.query(&sql, &[&user_id, &idle.as_secs_f64()])?;
     Ok(rows
         .iter()
-        .map(|r| Listed {
+        .map(|r| ListedSession {
             public_id: r.get(0),
             created_at: r.get(1),
             last_seen_at: r.get(2),

@@ -22,6 +22,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+use crate::locks::Unpoisoned;
 use postgres::types::{ToSql, Type};
 use postgres::{Client, Error, Row, Statement, Transaction};
 use r2d2_postgres::PostgresConnectionManager;
@@ -105,7 +106,7 @@ impl Describer {
     }
 
     fn types(&self, sql: &str) -> Result<Arc<[Type]>, Error> {
-        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let mut state = self.state.lock().unpoisoned();
         if let Some(types) = state.1.get(sql) {
             return Ok(types.clone());
         }

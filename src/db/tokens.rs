@@ -17,21 +17,21 @@ use crate::tokens::secret;
 /// What a token may do: a sibling service reads it from `GET /auth/check`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Scope {
+pub enum TokenScope {
     Read,
     ReadWrite,
 }
 
-impl Scope {
+impl TokenScope {
     pub fn as_str(self) -> &'static str {
         match self {
-            Scope::Read => "read",
-            Scope::ReadWrite => "read_write",
+            TokenScope::Read => "read",
+            TokenScope::ReadWrite => "read_write",
         }
     }
 
-    pub fn parse(s: &str) -> Option<Scope> {
-        [Scope::Read, Scope::ReadWrite]
+    pub fn parse(s: &str) -> Option<TokenScope> {
+        [TokenScope::Read, TokenScope::ReadWrite]
             .into_iter()
             .find(|v| v.as_str() == s)
     }
@@ -41,7 +41,7 @@ impl Scope {
 pub struct Issue<'a> {
     pub project_id: i64,
     pub name: &'a str,
-    pub scope: Scope,
+    pub scope: TokenScope,
     /// Seconds from now; `None`: never expires.
     pub expires_in: Option<f64>,
     /// The user who makes it; `None`: the command line.
@@ -76,7 +76,7 @@ pub fn create(
     let token = Issue {
         project_id,
         name,
-        scope: Scope::ReadWrite,
+        scope: TokenScope::ReadWrite,
         expires_in: None,
         created_by: None,
     };
@@ -90,7 +90,7 @@ pub struct Found {
     pub id: i64,
     pub project_id: i64,
     pub org_id: i64,
-    pub scope: Scope,
+    pub scope: TokenScope,
     /// Seconds until it expires; `None`: never.
     pub expires_in: Option<f64>,
     /// Its maker; `None` for the command line's.
@@ -125,7 +125,7 @@ pub fn find(c: &mut impl Sql, secret: &str) -> Result<Option<Found>, postgres::E
         project_id: r.get(1),
         org_id: r.get(2),
         // The column's CHECK admits only the two names.
-        scope: Scope::parse(r.get(3)).unwrap_or(Scope::Read),
+        scope: TokenScope::parse(r.get(3)).unwrap_or(TokenScope::Read),
         expires_in: r.get(4),
         created_by: maker(r.get(5), r.get(6)),
     }))
@@ -181,7 +181,7 @@ pub fn count_live_locked(c: &mut impl Sql, project_id: i64) -> Result<i64, postg
 pub struct Listed {
     pub id: i64,
     pub name: String,
-    pub scope: Scope,
+    pub scope: TokenScope,
     pub created_at: String,
     /// Null for the command line's.
     pub created_by: Option<Maker>,
@@ -229,7 +229,7 @@ fn list_where(
         .map(|r| Listed {
             id: r.get(0),
             name: r.get(1),
-            scope: Scope::parse(r.get(2)).unwrap_or(Scope::Read),
+            scope: TokenScope::parse(r.get(2)).unwrap_or(TokenScope::Read),
             created_at: r.get(3),
             created_by: maker(r.get(4), r.get(5)),
             last_used_at: r.get(6),

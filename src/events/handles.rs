@@ -1,5 +1,5 @@
-//! The narrow handles the listener and the lease keeper get (`Core`): the hub, the pool, the
-//! metrics and two settings, never the application.
+//! What the hub's upkeep threads (the listener and the lease keeper) get (`Upkeep`): the hub,
+//! the pool, the metrics and two settings, never the application.
 
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -9,9 +9,10 @@ use super::hub::Hub;
 use crate::db;
 use crate::metrics::Metrics;
 
-/// The handles the listener and the lease keeper need, and no more.
+/// The handles the threads that keep the hub current need (the listener feeds it changes and
+/// news, the lease keeper renews its leases and ends expired streams), and no more.
 #[derive(Clone)]
-pub struct Core {
+pub struct Upkeep {
     pub hub: Arc<Hub>,
     pub pool: db::Pool,
     pub metrics: Arc<Metrics>,

@@ -15,6 +15,7 @@ use crossbeam_channel::Receiver;
 use super::change::Change;
 use super::leases::LeaseBook;
 use super::stream::{End, Msg, Signals};
+use crate::locks::Unpoisoned;
 
 /// Whose stream it is.
 #[derive(Debug, Clone, Copy)]
@@ -183,7 +184,7 @@ impl Hub {
 
     fn lock(&self) -> MutexGuard<'_, Index> {
         // A panic elsewhere must not take every stream down with it.
-        self.index.lock().unwrap_or_else(|e| e.into_inner())
+        self.index.lock().unpoisoned()
     }
 
     /// Registers a stream with a queue of `capacity` changes. For a session stream whose user has

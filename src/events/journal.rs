@@ -6,6 +6,7 @@
 //! principal happened since: only then does it read again (a race, rare), so a stream opens in
 //! one statement and stays correct.
 
+use crate::locks::Unpoisoned;
 use std::collections::VecDeque;
 use std::sync::Mutex;
 
@@ -22,8 +23,9 @@ pub enum Mark {
     Reset,
 }
 
+/// The notifications kept, and where their positions stand.
 #[derive(Default)]
-struct Inner {
+struct Recorded {
     next: u64,
     /// One past the highest position no longer kept.
     forgotten: u64,
@@ -32,12 +34,12 @@ struct Inner {
 
 #[derive(Default)]
 pub struct Journal {
-    inner: Mutex<Inner>,
+    inner: Mutex<Recorded>,
 }
 
 impl Journal {
-    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    fn lock(&self) -> std::sync::MutexGuard<'_, Recorded> {
+        self.inner.lock().unpoisoned()
     }
 
     /// The position of the next notification.

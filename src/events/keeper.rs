@@ -11,22 +11,22 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::RecvTimeoutError;
 
-use super::handles::Core;
-use super::leases::{Job, Watched};
+use super::handles::Upkeep;
+use super::leases::{KeeperJob, Watched};
 use crate::db::leases::HEARTBEAT;
 use crate::db::{self, leases, sessions};
 
 /// How long to wait before re-checking a session when the database could not say.
 const RECHECK_AFTER_ERROR: Duration = Duration::from_secs(5);
 
-pub fn start_keeper(core: Arc<Core>) -> std::io::Result<thread::JoinHandle<()>> {
+pub fn start_keeper(core: Arc<Upkeep>) -> std::io::Result<thread::JoinHandle<()>> {
     thread::Builder::new()
         .name("events-keeper".into())
         .spawn(move || Keeper::new(core).run())
 }
 
 struct Keeper {
-    core: Arc<Core>,
+    core: Arc<Upkeep>,
     next_heartbeat: Instant,
     /// Deadlines of sessions and tokens in order, and the deadline of each one watched.
     due: BTreeSet<(Instant, Watched)>,
@@ -36,7 +36,7 @@ struct Keeper {
 }
 
 impl Keeper {
-    fn new(core: Arc<Core>) -> Keeper {
+    fn new(core: Arc<Upkeep>) -> Keeper {
         Keeper {
             core,
             // The first heartbeat registers the instance at once.
@@ -76,12 +76,12 @@ impl Keeper {
         self.release_all();
     }
 
-    fn take(&mut self, jobs: Vec<Job>) {
+    fn take(&mut self, jobs: Vec<KeeperJob>) {
         let mut released = Vec::new();
         for job in jobs {
             match job {
-                Job::Release(id) => released.push(id),
-                Job::Watch { whose, deadline } => self.watch(whose, deadline),
+                KeeperJob::Release(id) => released.push(id),
+                KeeperJob::Watch { whose, deadline } => self.watch(whose, deadline),
             }
         }
         self.release(released);

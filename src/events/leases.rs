@@ -14,8 +14,10 @@ use crossbeam_channel::{Receiver, Sender};
 
 use crate::crypto;
 use crate::db::leases::Holder;
+use crate::locks::Unpoisoned;
 
-pub(super) enum Job {
+/// What a stream thread hands the lease keeper.
+pub(super) enum KeeperJob {
     Release(i64),
     Watch { whose: Watched, deadline: Instant },
 }
@@ -33,8 +35,8 @@ pub struct LeaseBook {
     /// Random per process start: names this instance's rows in `stream_leases`.
     pub instance_id: String,
     live: Mutex<HashMap<i64, Holder>>,
-    jobs: Sender<Job>,
-    pub(super) inbox: Receiver<Job>,
+    jobs: Sender<KeeperJob>,
+    pub(super) inbox: Receiver<KeeperJob>,
 }
 
 impl Default for LeaseBook {
@@ -75,11 +77,11 @@ impl LeaseBook {
 
     fn watch(&self, whose: Watched, remaining: Duration) {
         let deadline = Instant::now() + remaining;
-        let _ = self.jobs.send(Job::Watch { whose, deadline });
+        let _ = self.jobs.send(KeeperJob::Watch { whose, deadline });
     }
 
     fn live_set(&self) -> std::sync::MutexGuard<'_, HashMap<i64, Holder>> {
-        self.live.lock().unwrap_or_else(|e| e.into_inner())
+        self.live.lock().unpoisoned()
     }
 
     pub(super) fn live(&self) -> Vec<(i64, Holder)> {
@@ -96,6 +98,6 @@ pub struct Lease {
 impl Drop for Lease {
     fn drop(&mut self) {
         self.book.live_set().remove(&self.id);
-        let _ = self.book.jobs.send(Job::Release(self.id));
+        let _ = self.book.jobs.send(KeeperJob::Release(self.id));
     }
 }

@@ -17,7 +17,7 @@ use postgres::fallible_iterator::FallibleIterator;
 use postgres::{Client, Notification};
 
 use super::change::Change;
-use super::handles::Core;
+use super::handles::Upkeep;
 use super::journal::Mark;
 use crate::db::visibility;
 
@@ -42,7 +42,7 @@ pub fn application_name(instance_id: &str) -> String {
 
 /// Starts the listener and waits (at most `ready_within`) until it listens, so that a stream
 /// opened right after start-up misses nothing.
-pub fn start(core: Arc<Core>, ready_within: Duration) -> std::io::Result<thread::JoinHandle<()>> {
+pub fn start(core: Arc<Upkeep>, ready_within: Duration) -> std::io::Result<thread::JoinHandle<()>> {
     let (ready_tx, ready_rx) = crossbeam_channel::bounded(1);
     let handle = thread::Builder::new()
         .name("events-listener".into())
@@ -53,7 +53,7 @@ pub fn start(core: Arc<Core>, ready_within: Duration) -> std::io::Result<thread:
     Ok(handle)
 }
 
-fn run(core: &Core, ready: &crossbeam_channel::Sender<()>) {
+fn run(core: &Upkeep, ready: &crossbeam_channel::Sender<()>) {
     let mut backoff = FIRST_BACKOFF;
     let mut connected_once = false;
     while !core.stopping.load(Ordering::SeqCst) {
@@ -90,7 +90,7 @@ fn run(core: &Core, ready: &crossbeam_channel::Sender<()>) {
     }
 }
 
-fn sleep_unless_stopping(core: &Core, total: Duration) {
+fn sleep_unless_stopping(core: &Upkeep, total: Duration) {
     let end = Instant::now() + total;
     while !core.stopping.load(Ordering::SeqCst) && Instant::now() < end {
         thread::sleep((end - Instant::now()).min(POLL));
@@ -99,7 +99,7 @@ fn sleep_unless_stopping(core: &Core, total: Duration) {
 
 /// Listens until the process stops (`Ok`) or the connection fails (`Err`).
 fn listen(
-    core: &Core,
+    core: &Upkeep,
     client: &mut Client,
     ready: &crossbeam_channel::Sender<()>,
 ) -> Result<(), String> {
@@ -163,7 +163,7 @@ fn writable(client: &mut Client) -> Result<(), String> {
 
 /// Brings the hub up to date with what happened while nobody listened: memberships, ended
 /// sessions, revoked tokens.
-fn refresh(core: &Core, client: &mut Client) -> Result<(), postgres::Error> {
+fn refresh(core: &Upkeep, client: &mut Client) -> Result<(), postgres::Error> {
     let users = core.hub.begin_reload_all();
     if !users.is_empty() {
         let ids: Vec<i64> = users.iter().map(|(u, _)| *u).collect();
@@ -189,7 +189,7 @@ fn refresh(core: &Core, client: &mut Client) -> Result<(), postgres::Error> {
     Ok(())
 }
 
-fn handle(core: &Core, client: &mut Client, n: &Notification) -> Result<(), postgres::Error> {
+fn handle(core: &Upkeep, client: &mut Client, n: &Notification) -> Result<(), postgres::Error> {
     match n.channel() {
         CHANGE_CHANNEL => change(core, client, n.payload()),
         CONTROL_CHANNEL => control(core, client, n.payload()),
@@ -200,7 +200,7 @@ fn handle(core: &Core, client: &mut Client, n: &Notification) -> Result<(), post
     }
 }
 
-fn change(core: &Core, client: &mut Client, payload: &str) -> Result<(), postgres::Error> {
+fn change(core: &Upkeep, client: &mut Client, payload: &str) -> Result<(), postgres::Error> {
     core.metrics
         .changes_received
         .fetch_add(1, Ordering::Relaxed);
@@ -242,7 +242,7 @@ fn change(core: &Core, client: &mut Client, payload: &str) -> Result<(), postgre
 /// token was replaced; end the streams opened with the old one (`tag`, 16 hex digits).
 /// `u:<user id>`: the user's memberships changed; reload them before routing the change that
 /// follows. Each is also forgotten by the checked credentials (`identity`).
-fn control(core: &Core, client: &mut Client, payload: &str) -> Result<(), postgres::Error> {
+fn control(core: &Upkeep, client: &mut Client, payload: &str) -> Result<(), postgres::Error> {
     let (kind, rest) = payload.split_once(':').unwrap_or((payload, ""));
     let (id, tag) = rest.split_once(':').unwrap_or((rest, ""));
     let Ok(id) = id.parse::<i64>() else {

@@ -1,6 +1,6 @@
 //! The change stream's core: the subscriber hub, the PostgreSQL listener, leases and the body of
-//! each stream. It takes narrow handles (`Core`), never the application: the HTTP handler that
-//! opens a stream is `crate::subscribe`, and the server runs the stream.
+//! each stream. Its threads take narrow handles (`Upkeep`), never the application: the HTTP
+//! handler that opens a stream is `crate::subscribe`, and the server runs the stream.
 //!
 //! Data flows one way: `consoled_notify_change` (in the committing transaction) -> NOTIFY ->
 //! listener (one connection per instance) -> hub (indexes) -> each stream's bounded queue ->
@@ -26,10 +26,10 @@ use crate::admission::{PrincipalPlace, SharePlace, StreamPlace};
 use crate::metrics::Metrics;
 
 pub use change::Change;
-pub use handles::Core;
+pub use handles::Upkeep;
 pub use hub::{Hub, Scope, Subscription};
 pub use leases::Lease;
-pub use openings::{Openings, Terms};
+pub use openings::{OpeningSettings, Openings};
 pub use stream::{
     Direct, End, Msg, Outlet, Sent, Signals, StreamSocket, Timing, Watcher, PING, READY, RESYNC,
 };

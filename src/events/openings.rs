@@ -44,7 +44,7 @@ const GATHER: Duration = Duration::from_millis(4);
 const THREADS: usize = 1;
 
 /// What every opening of this process shares.
-pub struct Terms {
+pub struct OpeningSettings {
     /// This instance's name in `instances` and `stream_leases`.
     pub instance: String,
     pub rules: SessionRules,
@@ -63,14 +63,14 @@ pub struct Openings {
 }
 
 impl Openings {
-    pub fn start(pool: Pool, terms: Terms) -> std::io::Result<Openings> {
+    pub fn start(pool: Pool, settings: OpeningSettings) -> std::io::Result<Openings> {
         let (queue, waiting) = crossbeam_channel::unbounded();
-        let terms = std::sync::Arc::new(terms);
+        let settings = std::sync::Arc::new(settings);
         for i in 0..THREADS {
-            let (pool, terms, waiting) = (pool.clone(), terms.clone(), waiting.clone());
+            let (pool, settings, waiting) = (pool.clone(), settings.clone(), waiting.clone());
             thread::Builder::new()
                 .name(format!("stream-open-{i}"))
-                .spawn(move || run(&pool, &terms, &waiting))?;
+                .spawn(move || run(&pool, &settings, &waiting))?;
         }
         Ok(Openings { queue })
     }
@@ -87,7 +87,7 @@ impl Openings {
     }
 }
 
-fn run(pool: &Pool, terms: &Terms, waiting: &Receiver<Opening>) {
+fn run(pool: &Pool, settings: &OpeningSettings, waiting: &Receiver<Opening>) {
     // Kept while groups follow each other (no check of the connection per group), given back
     // to the pool as soon as no opening waits.
     let mut held: Option<Conn> = None;
@@ -109,7 +109,7 @@ fn run(pool: &Pool, terms: &Terms, waiting: &Receiver<Opening>) {
         let mut group = vec![first];
         group.extend(waiting.try_iter().take(GROUP - 1));
         let credentials: Vec<&Credential> = group.iter().map(|o| &o.credential).collect();
-        match open_group(pool, held.take(), terms, &credentials) {
+        match open_group(pool, held.take(), settings, &credentials) {
             Ok((outcomes, c)) => {
                 held = Some(c);
                 for (opening, opened) in group.into_iter().zip(outcomes) {
@@ -130,7 +130,7 @@ fn run(pool: &Pool, terms: &Terms, waiting: &Receiver<Opening>) {
 fn open_group(
     pool: &Pool,
     held: Option<Conn>,
-    terms: &Terms,
+    settings: &OpeningSettings,
     credentials: &[&Credential],
 ) -> Result<(Vec<Opened>, Conn), ApiError> {
     let mut c = match held {
@@ -140,10 +140,10 @@ fn open_group(
     let open = |c: &mut Conn| {
         leases::open(
             &mut **c,
-            &terms.instance,
+            &settings.instance,
             credentials,
-            &terms.rules,
-            terms.limit,
+            &settings.rules,
+            settings.limit,
         )
     };
     let mut opened = open(&mut c);

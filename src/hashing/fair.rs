@@ -9,8 +9,10 @@ use std::sync::{Condvar, Mutex};
 
 use crate::admission::{HashGate, HashPlace};
 use crate::http::client::Client;
+use crate::locks::Unpoisoned;
 
-struct State<T> {
+/// The waiting items and the places each client holds.
+struct Queues<T> {
     /// Waiting items per client, and the clients with waiting items in turn order.
     waiting: HashMap<Client, VecDeque<T>>,
     order: VecDeque<Client>,
@@ -20,7 +22,7 @@ struct State<T> {
 }
 
 pub struct FairQueue<T> {
-    state: Mutex<State<T>>,
+    state: Mutex<Queues<T>>,
     ready: Condvar,
     gate: HashGate,
 }
@@ -38,7 +40,7 @@ pub enum Pushed<T> {
 impl<T> FairQueue<T> {
     pub fn new(threads: usize, queue: usize) -> FairQueue<T> {
         FairQueue {
-            state: Mutex::new(State {
+            state: Mutex::new(Queues {
                 waiting: HashMap::new(),
                 order: VecDeque::new(),
                 held: HashMap::new(),
@@ -51,21 +53,21 @@ impl<T> FairQueue<T> {
 
     /// Items waiting.
     pub fn queued(&self) -> usize {
-        self.state.lock().unwrap().queued
+        self.state.lock().unpoisoned().queued
     }
 
     /// Whether `client` would get a place now (a cheap look before costly work; may race).
     pub fn has_place(&self, client: Client) -> bool {
-        self.place(&self.state.lock().unwrap(), client).is_ok()
+        self.place(&self.state.lock().unpoisoned(), client).is_ok()
     }
 
-    fn place(&self, s: &State<T>, client: Client) -> Result<HashPlace, crate::admission::Refusal> {
+    fn place(&self, s: &Queues<T>, client: Client) -> Result<HashPlace, crate::admission::Refusal> {
         self.gate
             .admit(client, s.queued, &s.held, |c| s.waiting.contains_key(c))
     }
 
     pub fn push(&self, client: Client, item: T) -> Pushed<T> {
-        let mut s = self.state.lock().unwrap();
+        let mut s = self.state.lock().unpoisoned();
         let displaced = match self.place(&s, client) {
             Ok(HashPlace::Free) => None,
             Ok(HashPlace::From(hog)) => Some(s.take_newest(hog)),
@@ -81,7 +83,7 @@ impl<T> FairQueue<T> {
     /// equals); blocks while there is none. The caller calls `finished` with the client when
     /// the item's work is done.
     pub fn next(&self) -> (Client, T) {
-        let mut s = self.state.lock().unwrap();
+        let mut s = self.state.lock().unpoisoned();
         loop {
             let least = (0..s.order.len()).min_by_key(|&i| s.held.get(&s.order[i]).copied());
             if let Some(client) = least.and_then(|i| s.order.remove(i)) {
@@ -95,16 +97,16 @@ impl<T> FairQueue<T> {
                 s.queued -= 1;
                 return (client, item);
             }
-            s = self.ready.wait(s).unwrap();
+            s = self.ready.wait(s).unpoisoned();
         }
     }
 
     pub fn finished(&self, client: Client) {
-        self.state.lock().unwrap().release(client);
+        self.state.lock().unpoisoned().release(client);
     }
 }
 
-impl<T> State<T> {
+impl<T> Queues<T> {
     fn push(&mut self, client: Client, item: T) {
         let queue = self.waiting.entry(client).or_default();
         if queue.is_empty() {

@@ -52,13 +52,14 @@ enum Done {
 }
 
 /// A waiting job; its reply is `None` when a fairer claim took its place.
-struct Job {
+struct HashJob {
     work: Work,
     reply: Sender<Option<Done>>,
 }
 
-struct Shared {
-    queue: FairQueue<Job>,
+/// The hash threads' queue and what they count, shared by every `Hasher` handle and the threads.
+struct HashQueue {
+    queue: FairQueue<HashJob>,
     /// Requests refused because their client held its share (or there was no place at all).
     refused: AtomicU64,
     /// Hashes computed (for /metrics, and for tests that prove a refusal cost none).
@@ -67,12 +68,12 @@ struct Shared {
 
 #[derive(Clone)]
 pub struct Hasher {
-    shared: Arc<Shared>,
+    shared: Arc<HashQueue>,
 }
 
 impl Hasher {
     pub fn start(threads: usize, queue: usize) -> Hasher {
-        let shared = Arc::new(Shared {
+        let shared = Arc::new(HashQueue {
             queue: FairQueue::new(threads, queue),
             refused: AtomicU64::new(0),
             computed: AtomicU64::new(0),
@@ -117,7 +118,7 @@ impl Hasher {
 
     /// A cheap early refusal, before a request costs any database work: 429 when `client` would
     /// get no hash place now. (`hash`/`verify` decide again; this look may race.)
-    pub fn check(&self, client: Client) -> Result<(), ApiError> {
+    pub fn would_admit(&self, client: Client) -> Result<(), ApiError> {
         if self.shared.queue.has_place(client) {
             return Ok(());
         }
@@ -155,7 +156,7 @@ impl Hasher {
 
     fn submit(&self, client: Client, work: Work) -> Result<Done, ApiError> {
         let (reply, answer) = bounded(1);
-        match self.shared.queue.push(client, Job { work, reply }) {
+        match self.shared.queue.push(client, HashJob { work, reply }) {
             Pushed::Queued => {}
             // Its waiter answers 429 (and counts the refusal).
             Pushed::Displaced(other) => drop(other.reply.send(None)),

@@ -56,8 +56,10 @@ impl<'a> Head<'a> {
     }
 }
 
-/// 400 `invalid_input` naming the header, or Ok.
-pub fn check(head: &Head) -> Result<(), ApiError> {
+/// Ok when the head frames one request one way (one `Host` in HTTP/1.1, one decimal
+/// `Content-Length`, `Transfer-Encoding` exactly `chunked`); else 400 `invalid_input` naming the
+/// header.
+pub fn well_framed(head: &Head) -> Result<(), ApiError> {
     if head.version >= (1, 1) && head.host.is_empty() {
         return Err(ApiError::invalid("Host", "required in HTTP/1.1")
             .message("An HTTP/1.1 request needs a Host header."));
@@ -99,7 +101,7 @@ fn not_chunked() -> ApiError {
 }
 
 /// What tiny_http_fork would refuse itself before our code saw the request, and everything
-/// `check` refuses: `Transfer-Encoding` beside `Content-Length` (RFC 9112 §6.1 allows refusing
+/// `well_framed` refuses: `Transfer-Encoding` beside `Content-Length` (RFC 9112 §6.1 allows refusing
 /// it), and any coding but exactly `chunked` (tiny_http takes no other case, list or parameter).
 pub fn check_before_parser(head: &Head) -> Result<(), ApiError> {
     if !matches!(head.version, (1, 0) | (1, 1)) {
@@ -111,7 +113,7 @@ pub fn check_before_parser(head: &Head) -> Result<(), ApiError> {
         return Err(ApiError::invalid("header line", "no line folding")
             .message("A header line cannot start with a space or a tab (line folding)."));
     }
-    check(head)?;
+    well_framed(head)?;
     if !head.transfer_encoding.is_empty() && !head.content_length.is_empty() {
         return Err(
             ApiError::invalid("Transfer-Encoding", "not with Content-Length")
@@ -207,7 +209,7 @@ mod tests {
     use super::*;
 
     fn ok(version: (u8, u8), host: Option<&str>, length: Option<&str>) -> bool {
-        check(&Head {
+        well_framed(&Head {
             version,
             host: host.into_iter().collect(),
             content_length: length.into_iter().collect(),
@@ -253,7 +255,7 @@ mod tests {
         };
         let field = |l: &[(&str, &str)]| {
             let l = lines(l);
-            check(&Head::of((1, 1), &l))
+            well_framed(&Head::of((1, 1), &l))
                 .err()
                 .map(|e| e.more.details.unwrap()["field"].clone())
         };

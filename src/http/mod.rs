@@ -12,7 +12,7 @@ pub mod net;
 pub mod refusal;
 pub mod user_agent;
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 
 use crate::error::{ApiError, Code};
 
@@ -108,10 +108,15 @@ impl Request {
         ok.then_some(token)
     }
 
-    /// The client as limits count it (see `client`): the socket peer, or what the configured
-    /// header says when the peer is a trusted proxy.
+    /// The client's address: the socket peer, or what the configured header says when the peer
+    /// is a trusted proxy.
+    pub fn client_ip(&self, source: &client::Source) -> Option<IpAddr> {
+        source.resolve(self.peer.map(|p| p.ip()), &self.headers)
+    }
+
+    /// The client as limits count it (see `client`), from its address (`client_ip`).
     pub fn client(&self, source: &client::Source) -> client::Client {
-        client::Client::of(source.resolve(self.peer.map(|p| p.ip()), &self.headers))
+        client::Client::of(self.client_ip(source))
     }
 
     /// Checks the body's media type: a body must be `application/json`. An empty body with no

@@ -22,9 +22,10 @@ use std::time::{Duration, Instant};
 
 use super::{By, Caller};
 use crate::events::journal::{Journal, Mark};
+use crate::locks::Unpoisoned;
 
 /// The SHA-256 of a presented secret.
-pub type Key = [u8; 32];
+pub type SecretHash = [u8; 32];
 
 /// How long an entry is used at most, even without news: bounds what a listener that died
 /// without noticing could let through (its connection's keep-alive notices within ~16 s).
@@ -53,7 +54,7 @@ pub struct Hit {
     pub note: bool,
 }
 
-struct Entry {
+struct CachedCaller {
     caller: Arc<Caller>,
     until: Instant,
     /// Sessions: the idle timeout, and when the session was last marked as used (or will be, by
@@ -70,16 +71,16 @@ enum Principal {
 }
 
 #[derive(Default)]
-struct Inner {
+struct Remembered {
     trusted: bool,
     epoch: u64,
-    entries: HashMap<Key, Entry>,
-    by: HashMap<Principal, HashSet<Key>>,
+    entries: HashMap<SecretHash, CachedCaller>,
+    by: HashMap<Principal, HashSet<SecretHash>>,
 }
 
 #[derive(Default)]
 pub struct Checked {
-    inner: Mutex<Inner>,
+    inner: Mutex<Remembered>,
     /// How often a use is written (`super::seen`); sessions: min(idle / 20, 60 s), as ever.
     note_every: Duration,
     pub hits: AtomicU64,
@@ -103,12 +104,12 @@ impl Checked {
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    fn lock(&self) -> MutexGuard<'_, Remembered> {
+        self.inner.lock().unpoisoned()
     }
 
     /// The caller of `key`, while it may be used; marks the use.
-    pub fn get(&self, key: &Key, now: Instant) -> Option<Hit> {
+    pub fn get(&self, key: &SecretHash, now: Instant) -> Option<Hit> {
         let mut inner = self.lock();
         if !inner.trusted {
             return None;
@@ -143,7 +144,14 @@ impl Checked {
 
     /// Keeps an answer read from the database, unless anything about it was heard since `stamp`
     /// (or the listener is not connected).
-    pub fn put(&self, key: Key, caller: Arc<Caller>, life: Life, stamp: Stamp, journal: &Journal) {
+    pub fn put(
+        &self,
+        key: SecretHash,
+        caller: Arc<Caller>,
+        life: Life,
+        stamp: Stamp,
+        journal: &Journal,
+    ) {
         let now = Instant::now();
         let until = now + life.ends_in.map_or(LIFE, |d| d.min(LIFE));
         let idle = life.idle.map(|(idle, since)| (idle, now - since.min(idle)));
@@ -162,7 +170,7 @@ impl Checked {
                 return;
             }
         }
-        let entry = Entry {
+        let entry = CachedCaller {
             caller,
             until,
             idle,
@@ -217,7 +225,7 @@ impl Checked {
     fn forget_where(&self, pick: impl Fn(&By) -> bool) {
         let mut inner = self.lock();
         inner.epoch += 1;
-        let keys: Vec<Key> = inner
+        let keys: Vec<SecretHash> = inner
             .entries
             .iter()
             .filter(|(_, e)| pick(&e.caller.by))
@@ -264,14 +272,14 @@ impl Principal {
     }
 }
 
-impl Inner {
+impl Remembered {
     fn forget(&mut self, p: Principal) {
         for key in self.by.remove(&p).unwrap_or_default() {
             self.remove(&key);
         }
     }
 
-    fn remove(&mut self, key: &Key) {
+    fn remove(&mut self, key: &SecretHash) {
         let Some(entry) = self.entries.remove(key) else {
             return;
         };
@@ -293,7 +301,7 @@ impl Inner {
 
     /// Drops entries past their end.
     fn sweep(&mut self, now: Instant) {
-        let gone: Vec<Key> = self
+        let gone: Vec<SecretHash> = self
             .entries
             .iter()
             .filter(|(_, e)| now >= e.until || e.idle.is_some_and(|(i, s)| now >= s + i))

@@ -1,11 +1,11 @@
 use super::*;
 use crate::access::Role;
-use crate::db::tokens::Scope;
-use crate::identity::User;
+use crate::db::tokens::TokenScope;
+use crate::identity::CallerUser;
 
 fn session(id: i64, user: i64, orgs: &[i64]) -> Arc<Caller> {
     Arc::new(Caller {
-        user: Some(User {
+        user: Some(CallerUser {
             id: user,
             email: format!("u{user}@example.com"),
         }),
@@ -20,14 +20,14 @@ fn session(id: i64, user: i64, orgs: &[i64]) -> Arc<Caller> {
 
 fn token(id: i64, maker: Option<i64>, project_id: i64) -> Arc<Caller> {
     Arc::new(Caller {
-        user: maker.map(|id| User {
+        user: maker.map(|id| CallerUser {
             id,
             email: String::new(),
         }),
         by: By::Token {
             id,
             project_id,
-            scope: Scope::Read,
+            scope: TokenScope::Read,
         },
     })
 }
@@ -39,7 +39,7 @@ fn long() -> Life {
     }
 }
 
-fn key(n: u8) -> Key {
+fn key(n: u8) -> SecretHash {
     [n; 32]
 }
 

@@ -120,13 +120,13 @@ fn body(caller: &Caller) -> Value {
 mod tests {
     use super::*;
     use crate::access::Role;
-    use crate::db::tokens::Scope;
-    use crate::identity::User;
+    use crate::db::tokens::TokenScope;
+    use crate::identity::CallerUser;
 
     #[test]
     fn a_session_is_named_with_its_sign_in_and_active_organizations() {
         let caller = Caller {
-            user: Some(User {
+            user: Some(CallerUser {
                 id: 7,
                 email: "ada@example.com".into(),
             }),
@@ -164,7 +164,7 @@ mod tests {
             by: By::Token {
                 id: 3,
                 project_id: 12,
-                scope: Scope::Read,
+                scope: TokenScope::Read,
             },
         };
         let names: Vec<&str> = headers(&caller).iter().map(|(n, _)| *n).collect();

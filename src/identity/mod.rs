@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 pub use cache::Checked;
-pub use seen::Seen;
+pub use seen::LastSeen;
 
 use crate::access::Role;
 use crate::app::App;
@@ -28,7 +28,7 @@ use crate::tokens::secret::{self, Shape};
 
 /// The caller's user (a token's maker; none for a token the command line made).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct User {
+pub struct CallerUser {
     pub id: i64,
     pub email: String,
 }
@@ -49,13 +49,13 @@ pub enum By {
     Token {
         id: i64,
         project_id: i64,
-        scope: tokens::Scope,
+        scope: tokens::TokenScope,
     },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Caller {
-    pub user: Option<User>,
+    pub user: Option<CallerUser>,
     pub by: By,
 }
 
@@ -121,7 +121,7 @@ fn from_token(app: &App, secret: &str) -> ApiResult<(Caller, cache::Life, bool)>
         tokens::find(&mut *c, secret)?.ok_or_else(unknown_token)?
     };
     let caller = Caller {
-        user: found.created_by.map(|m| User {
+        user: found.created_by.map(|m| CallerUser {
             id: m.id,
             email: m.email,
         }),
@@ -151,7 +151,7 @@ fn from_session(app: &App, token: &str) -> ApiResult<(Caller, cache::Life, bool)
     }
     let since_seen = Duration::from_secs_f64(found.since_seen.max(0.0));
     let caller = Caller {
-        user: Some(User {
+        user: Some(CallerUser {
             id: found.user_id,
             email: found.email,
         }),

@@ -9,28 +9,30 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 use crate::db::{sessions, tokens, Sql};
+use crate::locks::Unpoisoned;
 
 /// How often the maintenance thread writes the batch.
 pub const EVERY: Duration = Duration::from_secs(1);
 
+/// The uses noted since the last write, by session and by token.
 #[derive(Default)]
-pub struct Seen {
+pub struct LastSeen {
     pending: Mutex<Pending>,
 }
 
 #[derive(Default)]
 struct Pending {
-    sessions: HashMap<i64, sessions::Seen>,
+    sessions: HashMap<i64, sessions::UsedFrom>,
     tokens: HashSet<i64>,
 }
 
-impl Seen {
+impl LastSeen {
     fn lock(&self) -> MutexGuard<'_, Pending> {
-        self.pending.lock().unwrap_or_else(|e| e.into_inner())
+        self.pending.lock().unpoisoned()
     }
 
     /// Notes a use of session `id`, from where `seen` says.
-    pub fn session(&self, id: i64, seen: sessions::Seen) {
+    pub fn session(&self, id: i64, seen: sessions::UsedFrom) {
         self.lock().sessions.insert(id, seen);
     }
 
@@ -51,7 +53,7 @@ impl Seen {
         if n == 0 {
             return Ok(0);
         }
-        let sessions: Vec<(i64, sessions::Seen)> = batch.sessions.into_iter().collect();
+        let sessions: Vec<(i64, sessions::UsedFrom)> = batch.sessions.into_iter().collect();
         let tokens: Vec<i64> = batch.tokens.into_iter().collect();
         let written =
             sessions::touch_many(c, &sessions).and_then(|_| tokens::mark_used(c, &tokens));
@@ -73,8 +75,8 @@ mod tests {
 
     #[test]
     fn a_use_noted_twice_is_written_once_with_the_latest_place() {
-        let seen = Seen::default();
-        let at = |a: &str| sessions::Seen {
+        let seen = LastSeen::default();
+        let at = |a: &str| sessions::UsedFrom {
             address: Some(a.into()),
             agent: "curl".into(),
         };

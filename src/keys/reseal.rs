@@ -10,9 +10,9 @@ use crate::config::Config;
 /// Rows read per query; each row is re-sealed with its own conditional UPDATE.
 const BATCH: i64 = 500;
 
-/// Which stored secrets a pass re-seals.
+/// Which stored secrets are stale, for a pass to re-seal.
 #[derive(Clone, Copy, PartialEq, Eq)]
-pub enum Scope {
+pub enum Stale {
     /// Those stored before sealing (at start, with a key configured).
     Unsealed,
     /// Every one not sealed under the current key (`consoled keys rotate`).
@@ -28,10 +28,10 @@ pub struct Report {
     pub unreadable: Vec<(i64, String)>,
 }
 
-/// Seals the secrets of `scope` under the current key. Each UPDATE is conditional on the value
+/// Seals the `stale` secrets under the current key. Each UPDATE is conditional on the value
 /// read, so a concurrent setup, enable or disable wins and its value is left as it wrote it (a
 /// value written by this release is sealed under the current key already).
-pub fn run(c: &mut Client, keys: &DataKeys, scope: Scope) -> Result<Report, postgres::Error> {
+pub fn run(c: &mut Client, keys: &DataKeys, stale: Stale) -> Result<Report, postgres::Error> {
     let mut report = Report::default();
     if keys.current_id().is_none() {
         return Ok(report);
@@ -54,9 +54,9 @@ pub fn run(c: &mut Client, keys: &DataKeys, scope: Scope) -> Result<Report, post
                 let Some(stored) = row.get::<_, Option<Vec<u8>>>(i) else {
                     continue;
                 };
-                let wanted = match scope {
-                    Scope::Unsealed => !is_sealed(&stored),
-                    Scope::NotCurrent => !keys.is_current(&stored),
+                let wanted = match stale {
+                    Stale::Unsealed => !is_sealed(&stored),
+                    Stale::NotCurrent => !keys.is_current(&stored),
                 };
                 if !wanted {
                     report.kept += 1;
@@ -108,7 +108,7 @@ pub fn prepare(config: &Config) -> Result<(DataKeys, [u8; 32]), String> {
             }
         }
         Some(id) => {
-            let report = run(&mut c, &keys, Scope::Unsealed).map_err(db)?;
+            let report = run(&mut c, &keys, Stale::Unsealed).map_err(db)?;
             log::info!(
                 "data key {id}: sealed {} TOTP secret(s) stored before sealing",
                 report.resealed

@@ -101,7 +101,7 @@ fn pause(app: &App, d: Duration) {
     }
 }
 
-enum Outcome {
+enum Delivery {
     Sent,
     /// Nothing to send: an address verified in the meantime, a reset for an address that has
     /// no account or a disabled one, an email change made or void meanwhile.
@@ -121,7 +121,7 @@ fn deliver_next(app: &App, mailer: &Mailer, client: &mut Client) -> Result<bool,
         // whoever asked must not learn it, through the metrics or anyone who reads the log.
         // (Other mails without a user, an invitation or a notice to an address an account has
         // left, are mails like any other.)
-        Outcome::Sent | Outcome::Obsolete
+        Delivery::Sent | Delivery::Obsolete
             if due.user_id.is_none() && due.kind == "password_reset" =>
         {
             outbox::delete(&mut tx, due.id)?;
@@ -132,16 +132,16 @@ fn deliver_next(app: &App, mailer: &Mailer, client: &mut Client) -> Result<bool,
                 due.id
             );
         }
-        Outcome::Sent => {
+        Delivery::Sent => {
             outbox::delete(&mut tx, due.id)?;
             app.metrics.mails_sent.fetch_add(1, Ordering::Relaxed);
             log::info!("mail sent kind={} outbox_id={}", due.kind, due.id);
         }
-        Outcome::Obsolete => {
+        Delivery::Obsolete => {
             outbox::delete(&mut tx, due.id)?;
             log::info!("mail not needed kind={} outbox_id={}", due.kind, due.id);
         }
-        Outcome::Failed(e) => failed(app, &mut tx, &due, &e)?,
+        Delivery::Failed(e) => failed(app, &mut tx, &due, &e)?,
     }
     tx.commit()?;
     Ok(true)
@@ -161,7 +161,7 @@ fn attempt(
     mailer: &Mailer,
     tx: &mut Transaction<'_>,
     due: &outbox::Due,
-) -> Result<Outcome, postgres::Error> {
+) -> Result<Delivery, postgres::Error> {
     let mut savepoint = tx.transaction()?;
     let built = match due.kind.as_str() {
         "invitation" => invitation_mail(app, &mut savepoint, due)?,
@@ -169,8 +169,8 @@ fn attempt(
     };
     let (mail, link) = match built {
         Built::Ready(mail, link) => (mail, link),
-        Built::Obsolete => return Ok(Outcome::Obsolete),
-        Built::Failed(e) => return Ok(Outcome::Failed(e)),
+        Built::Obsolete => return Ok(Delivery::Obsolete),
+        Built::Failed(e) => return Ok(Delivery::Failed(e)),
     };
     // Local development (`make run`): the link, token included, so that nobody decodes a
     // quoted-printable `.eml` by eye. Config refuses this setting together with SMTP.
@@ -185,9 +185,9 @@ fn attempt(
                     due.recipient
                 );
             }
-            Ok(Outcome::Sent)
+            Ok(Delivery::Sent)
         }
-        Err(e) => Ok(Outcome::Failed(e)),
+        Err(e) => Ok(Delivery::Failed(e)),
     }
 }
 

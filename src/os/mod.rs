@@ -9,7 +9,7 @@
 //!   program's own `accept4`; tiny_http_fork never hands its socket out).
 //! - `poll`: waiting for sockets to become readable (`poll`), and an edge-triggered epoll.
 //! - `thread`: connection threads started without a signal stack, named, and the scheduling
-//!   and stack of each role a thread takes (`Role`).
+//!   and stack of each role a thread takes (`ThreadRole`).
 //! - `process`: the allocator's room ahead and the descriptor table's size, set once at start.
 //!
 //! Every `unsafe` block states what it relies on in a `SAFETY` line. Linux only (as the

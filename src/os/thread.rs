@@ -70,7 +70,7 @@ pub fn name(name: &std::ffi::CStr) {
 /// What a connection thread may become, beyond how every thread starts. A thread that took a
 /// role keeps it: it serves no other connection after this one (`unchanged`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Role {
+pub enum ThreadRole {
     /// Answers a refused flood: the lowest priority (nice 19), so that under contention it gets
     /// only the CPU no other thread wants. An unprivileged thread cannot raise it again.
     RefusingFlood,
@@ -82,7 +82,7 @@ pub enum Role {
     SettledStream,
 }
 
-impl Role {
+impl ThreadRole {
     /// Takes the role on the calling thread.
     pub fn adopt(self) -> io::Result<()> {
         CHANGED.with(|c| c.set(true));
@@ -92,11 +92,11 @@ impl Role {
         // sched_param for pid 0, the calling thread.
         let scheduled = cvt(unsafe {
             match self {
-                Role::RefusingFlood => libc::setpriority(libc::PRIO_PROCESS, 0, 19),
-                Role::SettledStream => libc::sched_setscheduler(0, libc::SCHED_BATCH, &param),
+                ThreadRole::RefusingFlood => libc::setpriority(libc::PRIO_PROCESS, 0, 19),
+                ThreadRole::SettledStream => libc::sched_setscheduler(0, libc::SCHED_BATCH, &param),
             }
         });
-        if self == Role::SettledStream {
+        if self == ThreadRole::SettledStream {
             trim_stack();
         }
         scheduled.map(|_| ())

@@ -28,7 +28,7 @@ use crate::admission::{ConnectionPlace, Refusal, SharePlace};
 use crate::error::{ApiError, Code};
 use crate::events::{StreamPlan, StreamSocket};
 use crate::http::{Request, Response};
-use crate::os::thread::{Job, Role};
+use crate::os::thread::{Job, ThreadRole};
 use crate::os::ClientSocket;
 
 /// What an admitted connection holds until it ends; given back, in this order, when it drops.
@@ -51,12 +51,12 @@ pub struct Connection<P> {
     state: Arc<ServerState>,
     /// The next head is the connection's first.
     first: bool,
-    /// This thread took `Role::RefusingFlood`.
+    /// This thread took `ThreadRole::RefusingFlood`.
     lowered: bool,
 }
 
 /// A head tiny_http parsed, and whether the bytes taken for it prove it too large.
-struct Head {
+struct ParsedHead {
     parsed: tiny_http::Request,
     too_large: bool,
 }
@@ -147,7 +147,7 @@ where
     }
 
     /// Step 1: the next head, or `None` where the connection ends (answered, or closed).
-    fn read_head(&mut self) -> Option<Head> {
+    fn read_head(&mut self) -> Option<ParsedHead> {
         self.guard().arm(Phase::Head { first: self.first });
         // The parser reads only a head we saw whole and screened.
         match self.ahead.screen(self.socket) {
@@ -168,7 +168,7 @@ where
         // `None`: the guard ended the connection meanwhile; what tiny_http returned is dropped.
         let too_large = self.guard().disarm(self.ahead.saw_head())?;
         let parsed = self.parsed(next?)?;
-        Some(Head { parsed, too_large })
+        Some(ParsedHead { parsed, too_large })
     }
 
     /// What the parser returned: a request of this connection's client, or the end.
@@ -204,8 +204,11 @@ where
 
     /// Step 2: what the head alone refuses, then the route's screen. Either answers the
     /// request here (`Err`); else the request as the application reads it (or why it cannot).
-    fn refuse_early(&mut self, head: Head) -> Result<(tiny_http::Request, RequestRead), Next> {
-        let Head { parsed, too_large } = head;
+    fn refuse_early(
+        &mut self,
+        head: ParsedHead,
+    ) -> Result<(tiny_http::Request, RequestRead), Next> {
+        let ParsedHead { parsed, too_large } = head;
         let app = &self.state.app;
         let lines = head::lines(&parsed, &app.config.client_source.header);
         let refused = if app.stopping.load(Ordering::SeqCst) {
@@ -269,7 +272,7 @@ where
             .remote_addr()
             .is_some_and(|a| source.is_proxy(a.ip()));
         if !self.lowered && !from_proxy {
-            self.lowered = Role::RefusingFlood.adopt().is_ok();
+            self.lowered = ThreadRole::RefusingFlood.adopt().is_ok();
         }
     }
 
@@ -400,5 +403,5 @@ fn expects_continue(parsed: &tiny_http::Request) -> bool {
 fn framing(parsed: &tiny_http::Request, lines: &[(String, String)]) -> Result<(), ApiError> {
     let version = parsed.http_version();
     let head = crate::http::framing::Head::of((version.0, version.1), lines);
-    crate::http::framing::check(&head)
+    crate::http::framing::well_framed(&head)
 }

@@ -12,12 +12,13 @@
 use std::net::{Shutdown, SocketAddr};
 use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use super::exit;
 use crate::error::{ApiError, Code};
+use crate::locks::Unpoisoned;
 use crate::metrics::Metrics;
 use crate::os::ClientSocket;
 
@@ -153,7 +154,7 @@ struct Armed {
 
 impl Entry {
     fn state(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+        self.state.lock().unpoisoned()
     }
 
     /// Arms the guard before tiny_http waits for a head or drains a body.
@@ -234,7 +235,7 @@ impl Guard {
             }),
             in_flight: AtomicUsize::new(0),
         });
-        let mut entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut entries = self.entries.lock().unpoisoned();
         entries.push(Arc::downgrade(&entry));
         entry
     }
@@ -252,7 +253,7 @@ impl Guard {
                 thread::sleep(TICK);
                 let stop = stopping.load(Ordering::SeqCst);
                 let live: Vec<Arc<Entry>> = {
-                    let mut entries = guard.entries.lock().unwrap_or_else(PoisonError::into_inner);
+                    let mut entries = guard.entries.lock().unpoisoned();
                     entries.retain(|c| c.strong_count() > 0);
                     entries.iter().filter_map(Weak::upgrade).collect()
                 };

@@ -13,7 +13,7 @@
 //! our queue (each holds its place in the capacity) instead of in the kernel's.
 //!
 //! A thread whose connection ended goes back to waiting while fewer than `MAX_IDLE` wait, unless
-//! its connection gave it a role (`os::thread::Role`: how the kernel schedules it): such a thread
+//! its connection gave it a role (`os::thread::ThreadRole`: how the kernel schedules it): such a thread
 //! ends, so that no connection inherits another's priority.
 
 use std::io;
@@ -149,7 +149,7 @@ impl Inner {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::os::thread::Role;
+    use crate::os::thread::ThreadRole;
     use std::collections::HashSet;
     use std::thread::ThreadId;
 
@@ -183,7 +183,7 @@ mod tests {
         // Every thread starts at the process's nice value (not 0 under `nice -n 5 cargo test`).
         let base = nice();
         let lowered: ThreadId = on_a_thread(&spares, || {
-            Role::RefusingFlood.adopt().unwrap();
+            ThreadRole::RefusingFlood.adopt().unwrap();
             std_thread::current().id()
         });
         let mut seen = HashSet::new();

@@ -9,7 +9,7 @@
 use serde_json::{json, Value};
 
 use super::{json, no_content, path_id, role_field, signed_in};
-use crate::access::{self, Action, Role};
+use crate::access::{self, Operation, Role};
 use crate::admission::Budgets;
 use crate::app::{App, Reply};
 use crate::auth::{self, Event};
@@ -25,7 +25,7 @@ pub fn list(app: &App, req: &Request) -> ApiResult<Reply> {
     let user = signed_in(app, req)?;
     let org_id = path_id(req, 3)?;
     let mut c = db::conn(&app.pool)?;
-    access::org(&mut *c, user, org_id, Action::ManageMembers)?;
+    access::org(&mut *c, user, org_id, Operation::ManageMembers)?;
     let list: Vec<Value> = invitations::list_open(&mut *c, org_id)?
         .iter()
         .map(Invitation::to_json)
@@ -43,9 +43,9 @@ pub fn create(app: &App, req: &Request) -> ApiResult<Reply> {
     let role = role_field(&fields, "role")?;
     let mut c = db::conn(&app.pool)?;
     let mut tx = c.transaction()?;
-    let me = access::org(&mut tx, user, org_id, Action::ManageMembers)?;
+    let me = access::org(&mut tx, user, org_id, Operation::ManageMembers)?;
     if role == Role::Owner {
-        me.may(Action::ManageOwners)?;
+        me.may(Operation::ManageOwners)?;
     }
     if members::has_address(&mut tx, org_id, &email)? {
         return Err(ApiError::new(Code::AlreadyMember));
@@ -68,7 +68,7 @@ pub fn cancel(app: &App, req: &Request) -> ApiResult<Reply> {
     let user = signed_in(app, req)?;
     let (org_id, id) = (path_id(req, 3)?, path_id(req, 5)?);
     let mut c = db::conn(&app.pool)?;
-    access::org(&mut *c, user, org_id, Action::ManageMembers)?;
+    access::org(&mut *c, user, org_id, Operation::ManageMembers)?;
     if !invitations::cancel(&mut *c, org_id, id)? {
         return Err(ApiError::new(Code::NotFound).message("No such open invitation."));
     }
@@ -96,7 +96,7 @@ pub fn accept(app: &App, req: &Request) -> ApiResult<Reply> {
     })?;
     check_address(&mut tx, user, &invitation)?;
     let (status, personal) = orgs::status_of(&mut tx, org_id)?.ok_or_else(unusable)?;
-    access::admits(status, personal).map_err(access::Refusal::into_error)?;
+    access::admits(status, personal).map_err(access::Forbidden::into_error)?;
     if !members::add(&mut tx, org_id, user, invitation.role)? {
         return Err(ApiError::new(Code::AlreadyMember).message("You are a member already."));
     }

@@ -3,7 +3,7 @@
 //! with one's own id, leaving).
 //!
 //! Owners and admins change roles below owner and remove members who are not owners; only
-//! owners make or unmake owners and remove owners (`access::Action::role_change`); anyone may
+//! owners make or unmake owners and remove owners (`access::Operation::role_change`); anyone may
 //! leave. An organization keeps at least one owner: the last one can neither leave nor be
 //! demoted (409 `last_owner`). Changes of one organization's members run one at a time under
 //! its row lock, so two owners demoting each other cannot both succeed.
@@ -11,7 +11,7 @@
 use serde_json::{json, Value};
 
 use super::{json, no_content, path_id, role_field, signed_in};
-use crate::access::{self, Action, Member as Me, Role};
+use crate::access::{self, Membership, Operation, Role};
 use crate::app::{App, Reply};
 use crate::auth::{self, Event};
 use crate::db::members::{self, Member};
@@ -25,7 +25,7 @@ pub fn list(app: &App, req: &Request) -> ApiResult<Reply> {
     let user = signed_in(app, req)?;
     let org_id = path_id(req, 3)?;
     let mut c = db::conn(&app.pool)?;
-    access::org(&mut *c, user, org_id, Action::Read)?;
+    access::org(&mut *c, user, org_id, Operation::Read)?;
     let list: Vec<Value> = members::list(&mut *c, org_id)?
         .iter()
         .map(Member::to_json)
@@ -41,7 +41,7 @@ pub fn change_role(app: &App, req: &Request) -> ApiResult<Reply> {
     let mut c = db::conn(&app.pool)?;
     let mut tx = c.transaction()?;
     let (me, mut member) = lock_and_find(&mut tx, user, org_id, target)?;
-    me.may(Action::role_change(member.role, role))?;
+    me.may(Operation::role_change(member.role, role))?;
     if member.role == Role::Owner && role != Role::Owner {
         keep_an_owner(&mut tx, org_id)?;
     }
@@ -71,9 +71,9 @@ pub fn remove(app: &App, req: &Request) -> ApiResult<Reply> {
     let (me, member) = lock_and_find(&mut tx, user, org_id, target)?;
     let leaving = target == user;
     me.may(if leaving {
-        Action::Leave
+        Operation::Leave
     } else {
-        Action::removal(member.role)
+        Operation::removal(member.role)
     })?;
     if member.role == Role::Owner {
         keep_an_owner(&mut tx, org_id)?;
@@ -101,9 +101,9 @@ fn lock_and_find(
     user: i64,
     org_id: i64,
     target: i64,
-) -> ApiResult<(Me, Member)> {
+) -> ApiResult<(Membership, Member)> {
     orgs::lock(tx, org_id)?;
-    let me = access::org(tx, user, org_id, Action::Read)?;
+    let me = access::org(tx, user, org_id, Operation::Read)?;
     let member = members::find(tx, org_id, target)?
         .ok_or_else(|| ApiError::new(Code::NotFound).message("No such member."))?;
     Ok((me, member))

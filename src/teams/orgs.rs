@@ -5,7 +5,7 @@
 use serde_json::{json, Value};
 
 use super::{json, path_id, signed_in};
-use crate::access::{self, Action};
+use crate::access::{self, Operation};
 use crate::admission::Budgets;
 use crate::app::{App, Reply};
 use crate::auth::{self, Event};
@@ -47,7 +47,7 @@ pub fn get(app: &App, req: &Request) -> ApiResult<Reply> {
     let user = signed_in(app, req)?;
     let org_id = path_id(req, 3)?;
     let mut c = db::conn(&app.pool)?;
-    access::org(&mut *c, user, org_id, Action::Read)?;
+    access::org(&mut *c, user, org_id, Operation::Read)?;
     summary(&mut *c, user, org_id)
 }
 
@@ -58,7 +58,7 @@ pub fn rename(app: &App, req: &Request) -> ApiResult<Reply> {
     let name = parse_name(Fields::parse(&req.body)?.string("name")?)?;
     let mut c = db::conn(&app.pool)?;
     let mut tx = c.transaction()?;
-    access::org(&mut tx, user, org_id, Action::Rename)?;
+    access::org(&mut tx, user, org_id, Operation::Rename)?;
     orgs::rename(&mut tx, org_id, &name)?;
     let reply = summary(&mut tx, user, org_id)?;
     tx.commit()?;

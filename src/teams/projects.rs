@@ -6,7 +6,7 @@
 use serde_json::{json, Value};
 
 use super::{json, no_content, path_id, signed_in};
-use crate::access::{self, Action};
+use crate::access::{self, Operation};
 use crate::app::{App, Reply};
 use crate::auth::{self, Event};
 use crate::db::{self, orgs};
@@ -19,7 +19,7 @@ pub fn list(app: &App, req: &Request) -> ApiResult<Reply> {
     let user = signed_in(app, req)?;
     let org_id = path_id(req, 3)?;
     let mut c = db::conn(&app.pool)?;
-    access::org(&mut *c, user, org_id, Action::Read)?;
+    access::org(&mut *c, user, org_id, Operation::Read)?;
     let list: Vec<Value> = orgs::projects(&mut *c, org_id)?
         .iter()
         .map(orgs::Project::to_json)
@@ -34,7 +34,7 @@ pub fn create(app: &App, req: &Request) -> ApiResult<Reply> {
     let name = parse_name(Fields::parse(&req.body)?.string("name")?)?;
     let mut c = db::conn(&app.pool)?;
     let mut tx = c.transaction()?;
-    access::org(&mut tx, user, org_id, Action::ManageProjects)?;
+    access::org(&mut tx, user, org_id, Operation::ManageProjects)?;
     let project = orgs::create_project(&mut tx, org_id, &name)?.ok_or_else(name_taken)?;
     tx.commit()?;
     json(201, &project.to_json())
@@ -45,7 +45,7 @@ pub fn get(app: &App, req: &Request) -> ApiResult<Reply> {
     let user = signed_in(app, req)?;
     let id = path_id(req, 3)?;
     let mut c = db::conn(&app.pool)?;
-    let (project, _) = access::project(&mut *c, user, id, Action::Read)?;
+    let (project, _) = access::project(&mut *c, user, id, Operation::Read)?;
     json(200, &project.to_json())
 }
 
@@ -56,7 +56,7 @@ pub fn rename(app: &App, req: &Request) -> ApiResult<Reply> {
     let name = parse_name(Fields::parse(&req.body)?.string("name")?)?;
     let mut c = db::conn(&app.pool)?;
     let mut tx = c.transaction()?;
-    access::project(&mut tx, user, id, Action::ManageProjects)?;
+    access::project(&mut tx, user, id, Operation::ManageProjects)?;
     let project = orgs::rename_project(&mut tx, id, &name)?.ok_or_else(name_taken)?;
     tx.commit()?;
     json(200, &project.to_json())
@@ -68,7 +68,7 @@ pub fn delete(app: &App, req: &Request) -> ApiResult<Reply> {
     let id = path_id(req, 3)?;
     let mut c = db::conn(&app.pool)?;
     let mut tx = c.transaction()?;
-    let (project, _) = access::project(&mut tx, user, id, Action::ManageProjects)?;
+    let (project, _) = access::project(&mut tx, user, id, Operation::ManageProjects)?;
     let tokens = orgs::delete_project(&mut tx, id)?;
     tx.commit()?;
     let fields = [

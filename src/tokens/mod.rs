@@ -13,10 +13,10 @@ pub mod secret;
 
 use serde_json::{json, Value};
 
-use crate::access::{self, Action};
+use crate::access::{self, Operation};
 use crate::app::{App, Reply};
 use crate::auth::{self, Event};
-use crate::db::{self, tokens, tokens::Scope};
+use crate::db::{self, tokens, tokens::TokenScope};
 use crate::error::{ApiError, ApiResult, Code};
 use crate::http::json::{parse_name, Fields};
 use crate::http::{Request, Response};
@@ -28,29 +28,22 @@ pub fn create(app: &App, req: &Request) -> ApiResult<Reply> {
     let project_id = path_id(req, 3)?;
     {
         let mut c = db::conn(&app.pool)?;
-        access::project(&mut *c, session.user_id, project_id, Action::ManageTokens)?;
+        access::project(
+            &mut *c,
+            session.user_id,
+            project_id,
+            Operation::ManageTokens,
+        )?;
     }
     let fields = Fields::parse(&req.body)?;
     let name = parse_name(fields.string("name")?)?;
-    let scope = Scope::parse(fields.string("scope")?)
+    let scope = TokenScope::parse(fields.string("scope")?)
         .ok_or_else(|| ApiError::invalid("scope", "read or read_write"))?;
     let max = app.config.token_max_lifetime.as_secs();
     let expires_in = fields
         .optional_integer("expires_in", 1..=max)?
         .unwrap_or(max);
     auth::reauth::require(app, req, &session)?;
-
-    let mut c = db::conn(&app.pool)?;
-    let mut tx = c.transaction()?;
-    let limit = app.config.tokens_per_project;
-    if tokens::count_live_locked(&mut tx, project_id)? >= limit as i64 {
-        return Err(ApiError::new(Code::TooManyTokens)
-            .message(format!(
-                "The project has {limit} live API tokens, as many as it may \
-                 (CONSOLED_TOKENS_PER_PROJECT); revoke one first."
-            ))
-            .with_details(json!({ "limit": limit })));
-    }
     let issue = tokens::Issue {
         project_id,
         name: &name,
@@ -58,14 +51,7 @@ pub fn create(app: &App, req: &Request) -> ApiResult<Reply> {
         expires_in: Some(expires_in as f64),
         created_by: Some(session.user_id),
     };
-    let (id, secret) = tokens::issue(&mut tx, &issue)?;
-    let listed = tokens::list(&mut tx, project_id, Some(id))?;
-    tx.commit()?;
-    let mut body = listed
-        .first()
-        .map(to_json)
-        .ok_or_else(|| ApiError::internal("a token just made is not listed"))?;
-    body["token"] = Value::from(secret);
+    let (id, body) = issue_within_limit(app, &issue)?;
     audit(
         app,
         req,
@@ -77,13 +63,38 @@ pub fn create(app: &App, req: &Request) -> ApiResult<Reply> {
     Ok(Response::json(201, &body).into())
 }
 
+/// Makes the token in one transaction, refused while the project has as many live tokens as it
+/// may; its id, and the body that shows it (with its secret, this once).
+fn issue_within_limit(app: &App, issue: &tokens::Issue) -> ApiResult<(i64, Value)> {
+    let mut c = db::conn(&app.pool)?;
+    let mut tx = c.transaction()?;
+    let limit = app.config.tokens_per_project;
+    if tokens::count_live_locked(&mut tx, issue.project_id)? >= limit as i64 {
+        return Err(ApiError::new(Code::TooManyTokens)
+            .message(format!(
+                "The project has {limit} live API tokens, as many as it may \
+                 (CONSOLED_TOKENS_PER_PROJECT); revoke one first."
+            ))
+            .with_details(json!({ "limit": limit })));
+    }
+    let (id, secret) = tokens::issue(&mut tx, issue)?;
+    let listed = tokens::list(&mut tx, issue.project_id, Some(id))?;
+    tx.commit()?;
+    let mut body = listed
+        .first()
+        .map(to_json)
+        .ok_or_else(|| ApiError::internal("a token just made is not listed"))?;
+    body["token"] = Value::from(secret);
+    Ok((id, body))
+}
+
 /// `GET /v1/projects/{id}/tokens`: 200 `{"tokens": [...]}`, the project's unrevoked tokens
 /// (expired ones too, until revoked), oldest first; never a secret.
 pub fn list(app: &App, req: &Request) -> ApiResult<Reply> {
     let session = auth::require_session(app, req)?;
     let project_id = path_id(req, 3)?;
     let mut c = db::conn(&app.pool)?;
-    access::project(&mut *c, session.user_id, project_id, Action::ReadTokens)?;
+    access::project(&mut *c, session.user_id, project_id, Operation::ReadTokens)?;
     let listed = tokens::list(&mut *c, project_id, None)?;
     let items: Vec<Value> = listed.iter().map(to_json).collect();
     Ok(Response::json(200, &json!({ "tokens": items })).into())
@@ -96,7 +107,12 @@ pub fn revoke(app: &App, req: &Request) -> ApiResult<Reply> {
     let project_id = path_id(req, 3)?;
     let token_id = path_id(req, 5)?;
     let mut c = db::conn(&app.pool)?;
-    access::project(&mut *c, session.user_id, project_id, Action::ManageTokens)?;
+    access::project(
+        &mut *c,
+        session.user_id,
+        project_id,
+        Operation::ManageTokens,
+    )?;
     if !tokens::revoke(&mut *c, token_id, Some(project_id))? {
         return Err(ApiError::new(Code::NotFound).message("No such API token."));
     }

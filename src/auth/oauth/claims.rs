@@ -1,7 +1,8 @@
 //! The checks of an ID token's claims (OpenID Connect Core 3.1.3.7) that need no key: who issued
 //! it (`iss`), for whom (`aud`, `azp`), until when (`exp`, and for signed tokens `iat` and `nbf`),
 //! for which attempt (`nonce`) and about whom (`sub`). Google's token is checked with
-//! `check`; a discovered provider's, once its signature passed, with `check` and `check_times`.
+//! `as_expected`; a discovered provider's, once its signature passed, with `as_expected` and
+//! `timely`.
 
 use serde_json::Value;
 
@@ -22,7 +23,7 @@ pub struct Expected<'a> {
 }
 
 /// Steps 2, 3, 4, 5, 9 and 11, and a usable `sub`. The error is for the log.
-pub fn check(claims: &Value, expected: &Expected) -> Result<(), String> {
+pub fn as_expected(claims: &Value, expected: &Expected) -> Result<(), String> {
     let iss = claims["iss"].as_str().unwrap_or_default();
     if !expected.issuers.contains(&iss) {
         return Err(format!("wrong iss {:?}", super::printable(iss)));
@@ -45,7 +46,7 @@ pub fn check(claims: &Value, expected: &Expected) -> Result<(), String> {
 }
 
 /// `iat` present and not in the future, `nbf` (when present) passed; both within the leeway.
-pub fn check_times(claims: &Value, now: u64) -> Result<(), String> {
+pub fn timely(claims: &Value, now: u64) -> Result<(), String> {
     let latest = now as f64 + LEEWAY_SECS;
     match claims["iat"].as_f64() {
         Some(iat) if iat <= latest => {}
@@ -94,7 +95,7 @@ mod tests {
             nonce: "n1",
             now: NOW,
         };
-        check(claims, &expected).is_ok() && check_times(claims, NOW).is_ok()
+        as_expected(claims, &expected).is_ok() && timely(claims, NOW).is_ok()
     }
 
     #[test]

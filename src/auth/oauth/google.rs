@@ -56,7 +56,7 @@ fn decode_claims(jwt: &str) -> Result<Value, Declined> {
     }
 }
 
-/// OpenID Connect Core 3.1.3.7's checks that apply without keys (`claims::check`).
+/// OpenID Connect Core 3.1.3.7's checks that apply without keys (`claims::as_expected`).
 fn check_claims(claims: &Value, client_id: &str, nonce: &str, now: u64) -> Result<(), Declined> {
     let expected = claims::Expected {
         issuers: &ISSUERS,
@@ -64,7 +64,7 @@ fn check_claims(claims: &Value, client_id: &str, nonce: &str, now: u64) -> Resul
         nonce,
         now,
     };
-    claims::check(claims, &expected).map_err(|e| Declined::failed(format!("google: {e}")))
+    claims::as_expected(claims, &expected).map_err(|e| Declined::failed(format!("google: {e}")))
 }
 
 /// `email_verified` as Google sends it (a boolean; some tokens carry the string "true").
@@ -102,16 +102,16 @@ mod tests {
         })
     }
 
-    fn check(claims: &Value) -> bool {
+    fn accepted(claims: &Value) -> bool {
         check_claims(claims, "client", "n1", NOW).is_ok()
     }
 
     #[test]
     fn good_claims_pass_and_each_wrong_one_fails() {
-        assert!(check(&good()));
+        assert!(accepted(&good()));
         let mut short_iss = good();
         short_iss["iss"] = json!("accounts.google.com");
-        assert!(check(&short_iss));
+        assert!(accepted(&short_iss));
         for (claim, bad) in [
             ("iss", json!("https://evil.example")),
             ("aud", json!("other-client")),
@@ -123,12 +123,12 @@ mod tests {
         ] {
             let mut claims = good();
             claims[claim] = bad.clone();
-            assert!(!check(&claims), "{claim} = {bad}");
+            assert!(!accepted(&claims), "{claim} = {bad}");
         }
         for claim in ["iss", "aud", "exp", "nonce", "sub"] {
             let mut claims = good();
             claims.as_object_mut().unwrap().remove(claim);
-            assert!(!check(&claims), "without {claim}");
+            assert!(!accepted(&claims), "without {claim}");
         }
     }
 
@@ -136,11 +136,11 @@ mod tests {
     fn audience_lists_need_azp() {
         let mut claims = good();
         claims["aud"] = json!(["client"]);
-        assert!(check(&claims));
+        assert!(accepted(&claims));
         claims["aud"] = json!(["client", "other"]);
-        assert!(!check(&claims));
+        assert!(!accepted(&claims));
         claims["azp"] = json!("client");
-        assert!(check(&claims));
+        assert!(accepted(&claims));
     }
 
     #[test]

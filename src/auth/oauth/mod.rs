@@ -164,8 +164,8 @@ fn enabled<'a>(app: &'a App, req: &Request) -> ApiResult<Provider<'a>> {
 fn endpoints(provider: Provider) -> Option<(crate::config::ProviderConfig, Option<Discovery>)> {
     match provider {
         Provider::Github(config) | Provider::Google(config) => Some((config.clone(), None)),
-        Provider::Oidc(live) => {
-            let d = live.discovered()?;
+        Provider::Oidc(oidc_provider) => {
+            let d = oidc_provider.discovered()?;
             Some((d.endpoints.clone(), Some(d)))
         }
     }
@@ -277,8 +277,8 @@ fn complete(app: &App, req: &Request, provider: Provider) -> Result<Response, De
     // Consumed before anything else, so that no outcome leaves it usable.
     let stored = take_state(app, req)?;
     let (config, discovered) = endpoints(provider).ok_or_else(Declined::unavailable)?;
-    if let (Provider::Oidc(live), Some(d)) = (provider, &discovered) {
-        oidc::signin::check_response_issuer(req, live, d)?;
+    if let (Provider::Oidc(oidc_provider), Some(d)) = (provider, &discovered) {
+        oidc::signin::check_response_issuer(req, oidc_provider, d)?;
     }
     if let Some(error) = req.query_param("error") {
         return Err(if error == "access_denied" {
@@ -305,9 +305,9 @@ fn complete(app: &App, req: &Request, provider: Provider) -> Result<Response, De
     let identity = match (provider, &discovered) {
         (Provider::Google(_), _) => google::identity(&exchange, nonce)?,
         (Provider::Github(_), _) => github::identity(&exchange)?,
-        (Provider::Oidc(live), Some(d)) => {
+        (Provider::Oidc(oidc_provider), Some(d)) => {
             let nonce = nonce.ok_or_else(|| Declined::failed("state without nonce"))?;
-            oidc::signin::identity(live, d, &exchange, nonce)?
+            oidc::signin::identity(oidc_provider, d, &exchange, nonce)?
         }
         (Provider::Oidc(_), None) => return Err(Declined::unavailable()),
     };

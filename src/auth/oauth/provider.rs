@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-use super::oidc::Live;
+use super::oidc::OidcProvider;
 use crate::app::App;
 use crate::config::oidc::TokenAuth;
 use crate::config::ProviderConfig;
@@ -13,7 +13,7 @@ use crate::config::ProviderConfig;
 pub enum Provider<'a> {
     Github(&'a ProviderConfig),
     Google(&'a ProviderConfig),
-    Oidc(&'a Live),
+    Oidc(&'a OidcProvider),
 }
 
 impl<'a> Provider<'a> {
@@ -49,7 +49,7 @@ impl<'a> Provider<'a> {
         match self {
             Provider::Github(_) => "github",
             Provider::Google(_) => "google",
-            Provider::Oidc(live) => &live.config.name,
+            Provider::Oidc(p) => &p.config.name,
         }
     }
 
@@ -57,7 +57,7 @@ impl<'a> Provider<'a> {
         match self {
             Provider::Github(_) => "GitHub",
             Provider::Google(_) => "Google",
-            Provider::Oidc(live) => &live.config.display_name,
+            Provider::Oidc(p) => &p.config.display_name,
         }
     }
 
@@ -66,7 +66,7 @@ impl<'a> Provider<'a> {
     /// is unique (OpenID Connect Core 2), so that renaming it keeps its links.
     pub fn link_key(&self) -> &'a str {
         match self {
-            Provider::Oidc(live) => &live.config.issuer,
+            Provider::Oidc(p) => &p.config.issuer,
             _ => self.name(),
         }
     }
@@ -75,7 +75,7 @@ impl<'a> Provider<'a> {
         match self {
             Provider::Github(_) => "read:user user:email",
             Provider::Google(_) => "openid email profile",
-            Provider::Oidc(live) => &live.config.scopes,
+            Provider::Oidc(p) => &p.config.scopes,
         }
     }
 
@@ -86,7 +86,7 @@ impl<'a> Provider<'a> {
 
     pub fn token_auth(&self) -> TokenAuth {
         match self {
-            Provider::Oidc(live) => live.config.token_auth,
+            Provider::Oidc(p) => p.config.token_auth,
             // As documented for them: id and secret in the form.
             _ => TokenAuth::Post,
         }

@@ -71,7 +71,7 @@ pub fn refuse_personal(password: &Password, field: &str, email: &str, name: &str
 }
 
 /// Both rules, for a request that knows the account (sign-up, change).
-pub fn check(password: &Password, field: &str, email: &str, name: &str) -> ApiResult<()> {
+pub fn refuse_weak(password: &Password, field: &str, email: &str, name: &str) -> ApiResult<()> {
     refuse_common(password, field)?;
     refuse_personal(password, field, email, name)
 }

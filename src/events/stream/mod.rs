@@ -13,8 +13,9 @@
 //! A FIN, a reset or a pipelined request wakes the watcher's epoll, which pokes the stream; the
 //! stream looks at the socket (`ClientSocket::peer`, which consumes nothing) and ends itself. A
 //! request that came in the same packet as the stream's ends it at once (`pipelined`). A second
-//! after it started the stream's thread settles (`Outlet::settle`: `os::thread::Role`). The stream's places (`admission`) are free the moment the plan drops, after the end
-//! was written.
+//! after it started the stream's thread settles (`Outlet::settle`: `os::thread::ThreadRole`).
+//! The stream's places (`admission`) are free the moment the plan drops, after the end was
+//! written.
 //!
 //! This module imports neither the hub nor anything above it: the hub hands events to a stream
 //! through its queue and its `Signals` only.

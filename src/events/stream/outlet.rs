@@ -4,11 +4,12 @@
 //! sleeps with nothing to send (`SocketDirect`), whose unsent rest the outlet takes back.
 
 use std::io::Write;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::body::Outlet;
 use super::signal::{Direct, End, Sent};
-use crate::os::thread::Role;
+use crate::locks::Unpoisoned;
+use crate::os::thread::ThreadRole;
 use crate::os::{ClientSocket, Peer};
 
 /// The stream's socket, written without blocking. What the socket does not take stays here
@@ -45,7 +46,7 @@ pub(super) struct SocketDirect {
 
 impl SocketDirect {
     fn rest(&self) -> MutexGuard<'_, Vec<u8>> {
-        self.rest.lock().unwrap_or_else(PoisonError::into_inner)
+        self.rest.lock().unpoisoned()
     }
 }
 
@@ -85,7 +86,7 @@ impl Outlet for SocketOutlet {
     fn settle(&mut self) {
         // Past a reconnect storm: done at once, the 5,000 `madvise` calls of a storm were 6 %
         // of its time.
-        let _ = Role::SettledStream.adopt();
+        let _ = ThreadRole::SettledStream.adopt();
     }
 
     fn send(&mut self) -> std::io::Result<usize> {

@@ -20,13 +20,13 @@ pub struct Watcher {
     epoll: Epoll,
     /// The watched streams by key, in `SHARDS` maps (by key): thousands of streams starting and
     /// ending at once each lock one, so that they seldom wait for each other or the watcher.
-    streams: Sharded<HashMap<u64, Watched>, SHARDS>,
+    streams: Sharded<HashMap<u64, WatchedStream>, SHARDS>,
     next: AtomicU64,
 }
 
 const SHARDS: usize = 32;
 
-struct Watched {
+struct WatchedStream {
     socket: ClientSocket,
     signals: Arc<Signals>,
     /// No event was reported yet. A socket is ready to write when it is added, so its first
@@ -81,7 +81,7 @@ impl Watcher {
     }
 
     /// The map that holds `key`.
-    fn lock(&self, key: u64) -> MutexGuard<'_, HashMap<u64, Watched>> {
+    fn lock(&self, key: u64) -> MutexGuard<'_, HashMap<u64, WatchedStream>> {
         self.streams.part(key)
     }
 
@@ -91,7 +91,7 @@ impl Watcher {
         let key = self.next.fetch_add(1, Ordering::Relaxed);
         self.lock(key).insert(
             key,
-            Watched {
+            WatchedStream {
                 socket,
                 signals,
                 fresh: true,

@@ -14,6 +14,7 @@ use serde_json::Value;
 use super::jws::Token;
 use super::keys::{self, Choice, Key};
 use crate::auth::oauth::client;
+use crate::locks::Unpoisoned;
 
 /// The least time between two fetches caused by an unknown `kid`.
 pub const REFETCH_INTERVAL: Duration = Duration::from_secs(10);
@@ -49,7 +50,7 @@ pub fn fetch(jwks_uri: &str, timeout: Duration) -> Result<Vec<Key>, String> {
 
 impl KeyCache {
     fn lock(&self) -> std::sync::MutexGuard<'_, Cached> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner())
+        self.0.lock().unpoisoned()
     }
 
     pub fn set(&self, keys: Vec<Key>) {

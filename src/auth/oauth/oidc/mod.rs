@@ -26,17 +26,18 @@ pub use discovery::Discovered;
 pub use refresh::start;
 
 use crate::config::OidcConfig;
+use crate::locks::Unpoisoned;
 
 /// One configured provider and what it has told us so far.
-pub struct Live {
+pub struct OidcProvider {
     pub config: OidcConfig,
     discovered: RwLock<Option<Arc<Discovered>>>,
     keys: jwks::KeyCache,
 }
 
-impl Live {
-    fn new(config: OidcConfig) -> Live {
-        Live {
+impl OidcProvider {
+    fn new(config: OidcConfig) -> OidcProvider {
+        OidcProvider {
             config,
             discovered: RwLock::new(None),
             keys: jwks::KeyCache::default(),
@@ -45,22 +46,19 @@ impl Live {
 
     /// The endpoints of the latest good discovery; `None` until the provider has answered.
     pub fn discovered(&self) -> Option<Arc<Discovered>> {
-        self.discovered
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
+        self.discovered.read().unpoisoned().clone()
     }
 
     fn set_discovered(&self, discovered: Discovered, keys: Vec<keys::Key>) {
         self.keys.set(keys);
-        *self.discovered.write().unwrap_or_else(|e| e.into_inner()) = Some(Arc::new(discovered));
+        *self.discovered.write().unpoisoned() = Some(Arc::new(discovered));
     }
 }
 
 /// Every configured OpenID Connect provider, in the order of `CONSOLED_OIDC_PROVIDERS`.
 #[derive(Default)]
 pub struct Providers {
-    list: Vec<Arc<Live>>,
+    list: Vec<Arc<OidcProvider>>,
 }
 
 impl Providers {
@@ -69,21 +67,21 @@ impl Providers {
             list: configs
                 .iter()
                 .cloned()
-                .map(Live::new)
+                .map(OidcProvider::new)
                 .map(Arc::new)
                 .collect(),
         }
     }
 
     /// The provider of a short name, discovered or not.
-    pub fn get(&self, name: &str) -> Option<&Live> {
+    pub fn get(&self, name: &str) -> Option<&OidcProvider> {
         self.list
             .iter()
             .map(Arc::as_ref)
             .find(|p| p.config.name == name)
     }
 
-    pub fn all(&self) -> impl Iterator<Item = &Live> {
+    pub fn all(&self) -> impl Iterator<Item = &OidcProvider> {
         self.list.iter().map(Arc::as_ref)
     }
 

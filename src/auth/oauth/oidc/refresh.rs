@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use super::{discovery, jwks, Live, Providers};
+use super::{discovery, jwks, OidcProvider, Providers};
 
 const MAX_RETRY: Duration = Duration::from_secs(60);
 /// How often the thread looks at the clock and at `stopping`.
@@ -47,9 +47,9 @@ pub fn start(
                 })
                 .collect();
             while !stopping.load(Ordering::SeqCst) {
-                for (live, schedule) in providers.all().zip(&mut schedules) {
+                for (provider, schedule) in providers.all().zip(&mut schedules) {
                     if Instant::now() >= schedule.next {
-                        refresh(live, schedule, every, timeout);
+                        refresh(provider, schedule, every, timeout);
                     }
                 }
                 thread::sleep(TICK);
@@ -58,13 +58,13 @@ pub fn start(
     Ok(Some(handle))
 }
 
-fn refresh(live: &Live, schedule: &mut Schedule, every: Duration, timeout: Duration) {
-    let config = &live.config;
+fn refresh(provider: &OidcProvider, schedule: &mut Schedule, every: Duration, timeout: Duration) {
+    let config = &provider.config;
     let fetched =
         discovery::fetch(config, timeout).and_then(|d| Ok((jwks::fetch(&d.jwks_uri, timeout)?, d)));
     match fetched {
         Ok((keys, discovered)) => {
-            if live.discovered().is_none() || schedule.failures > 0 {
+            if provider.discovered().is_none() || schedule.failures > 0 {
                 log::info!(
                     "oidc {}: discovered {} ({} signing keys); listed in /auth/providers",
                     config.name,
@@ -72,7 +72,7 @@ fn refresh(live: &Live, schedule: &mut Schedule, every: Duration, timeout: Durat
                     keys.len()
                 );
             }
-            live.set_discovered(discovered, keys);
+            provider.set_discovered(discovered, keys);
             schedule.failures = 0;
             schedule.last_error = None;
             schedule.next = Instant::now() + every;
@@ -80,7 +80,7 @@ fn refresh(live: &Live, schedule: &mut Schedule, every: Duration, timeout: Durat
         Err(e) => {
             schedule.failures += 1;
             if schedule.last_error.as_deref() != Some(e.as_str()) {
-                let meanwhile = if live.discovered().is_some() {
+                let meanwhile = if provider.discovered().is_some() {
                     "keeping the document and keys fetched before"
                 } else {
                     "left out of /auth/providers until it answers"

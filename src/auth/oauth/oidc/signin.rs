@@ -5,7 +5,7 @@
 
 use serde_json::{Map, Value};
 
-use super::{jws, Discovered, Live};
+use super::{jws, Discovered, OidcProvider};
 use crate::auth::oauth::client::Exchange;
 use crate::auth::oauth::{claims, google, printable, Declined, Identity};
 use crate::config::OidcConfig;
@@ -19,15 +19,15 @@ use crate::http::Request;
 /// send it; it is checked then too.
 pub fn check_response_issuer(
     req: &Request,
-    live: &Live,
+    provider: &OidcProvider,
     discovered: &Discovered,
 ) -> Result<(), Declined> {
     match req.query_param("iss") {
-        Some(iss) if iss == live.config.issuer => Ok(()),
+        Some(iss) if iss == provider.config.issuer => Ok(()),
         Some(iss) => Err(Declined::failed(format!(
             "the authorization response names the issuer {:?}, not {} (mix-up)",
             printable(&iss),
-            live.config.issuer
+            provider.config.issuer
         ))),
         None if discovered.iss_parameter => Err(Declined::failed(
             "the authorization response lacks the iss parameter the provider announces",
@@ -38,19 +38,19 @@ pub fn check_response_issuer(
 
 /// The identity the provider vouches for, after every check; the claims it was read from.
 pub fn identity(
-    live: &Live,
+    provider: &OidcProvider,
     discovered: &Discovered,
     exchange: &Exchange,
     nonce: &str,
 ) -> Result<Identity, Declined> {
-    let config = &live.config;
+    let config = &provider.config;
     let tokens = exchange.tokens()?;
     let id_token = tokens
         .get("id_token")
         .and_then(Value::as_str)
         .ok_or_else(|| Declined::failed("the token answer has no id_token"))?;
     let token = jws::parse(id_token).map_err(Declined::failed)?;
-    let claims = live
+    let claims = provider
         .keys
         .verify(token, &discovered.jwks_uri, exchange.timeout)
         .map_err(Declined::failed)?;
@@ -60,8 +60,8 @@ pub fn identity(
         nonce,
         now: unix_now(),
     };
-    claims::check(&claims, &expected).map_err(Declined::failed)?;
-    claims::check_times(&claims, expected.now).map_err(Declined::failed)?;
+    claims::as_expected(&claims, &expected).map_err(Declined::failed)?;
+    claims::timely(&claims, expected.now).map_err(Declined::failed)?;
     let claims = with_userinfo(config, exchange, &tokens, claims)?;
     check_required_claim(config, &claims)?;
     let identity = read_identity(&claims, &config.email_verified_claim);
