@@ -10,6 +10,11 @@
 //! docs/events.md). More happen only when a control notification about the stream's principal
 //! arrived meanwhile (`events::journal`).
 //!
+//! A request with `Last-Event-ID` resumes when this instance can tell every change after that
+//! one (`events::history`): `ready` says `{"resumed":true}` and the changes the principal may see
+//! now follow, from memory, with no statement more (issue 35). Otherwise it is answered as any
+//! other: `ready`, and the client reloads.
+//!
 //! A refusal of an `EventSource` is answered so that it retries on its own (`http::refusal`).
 
 use std::sync::atomic::Ordering;
@@ -22,8 +27,9 @@ use crate::crypto::token_hash;
 use crate::db::leases::{Credential, Holder, Opened};
 use crate::db::{self, sessions, tokens, visibility};
 use crate::error::{ApiError, ApiResult, Code};
+use crate::events::history::{self, View};
 use crate::events::journal::Mark;
-use crate::events::{Scope, StreamPlan, Timing};
+use crate::events::{Msg, Scope, StreamPlan, Timing, READY};
 use crate::http::{refusal, Request, Response};
 use crate::tokens::secret::{self, Shape};
 
@@ -65,6 +71,7 @@ fn refused_stream(e: &ApiError, req: &Request) -> Option<Response> {
 
 fn open(app: &App, req: &Request) -> ApiResult<Reply> {
     let credential = credential(req)?;
+    let resume = last_event_id(req);
     let bearer = matches!(credential, Credential::Token(_));
     let (slot, share) = admit(app, req)?;
     // One past the limit on this instance is refused here, without the database.
@@ -127,7 +134,8 @@ fn open(app: &App, req: &Request) -> ApiResult<Reply> {
     let mut orgs = orgs;
     // A logout, revocation or membership change handled between the statement and the
     // subscription found no stream to end or reload: read again (rare).
-    if app.hub.journal.any_since(since, &marks(scope)) {
+    let touched = app.hub.journal.any_since(since, &marks(scope));
+    if touched {
         let mut c = db::conn(&app.pool)?;
         let still_live = match scope {
             Scope::Token { token_id, .. } => tokens::is_live(&mut *c, token_id)?,
@@ -153,10 +161,20 @@ fn open(app: &App, req: &Request) -> ApiResult<Reply> {
             orgs = visibility::orgs_of(&mut *c, &[user_id])?.remove(&user_id);
         }
     }
+    let orgs = orgs.unwrap_or_default();
     if let (Scope::Session { user_id, .. }, Some(version)) = (scope, needs_orgs) {
-        app.hub
-            .set_orgs(user_id, &orgs.unwrap_or_default(), version);
+        app.hub.set_orgs(user_id, &orgs, version);
     }
+    // Its principal as the statement saw it is the principal now, unless something about it
+    // happened since (then it reloads, as before).
+    let missed = resume
+        .filter(|_| !touched)
+        .and_then(|after| {
+            app.hub
+                .replay(after, view(scope, &orgs), app.config.stream_queue)
+        })
+        .filter(|_| !app.hub.journal.any_since(since, &marks(scope)));
+    let opening = opening(app, resume.is_some(), missed);
     // A session's or token's streams end when it expires (`events::keeper`).
     if let Some(remaining) = remaining {
         let remaining = Duration::from_secs_f64(remaining.max(0.0));
@@ -177,9 +195,44 @@ fn open(app: &App, req: &Request) -> ApiResult<Reply> {
         lease,
         (slot, share, principal),
         timing,
+        opening,
         app.metrics.clone(),
     );
     Ok(Reply::Stream(plan))
+}
+
+/// `Last-Event-ID`, when it can be one of ours (`history::MAX_ID`); anything else is answered
+/// as a request without it.
+fn last_event_id(req: &Request) -> Option<&str> {
+    req.header("last-event-id")
+        .map(str::trim)
+        .filter(|id| !id.is_empty() && id.len() <= history::MAX_ID)
+}
+
+/// What the stream's principal may see now.
+fn view(scope: Scope, orgs: &[i64]) -> View<'_> {
+    match scope {
+        Scope::Token { project_id, .. } => View::Project(project_id),
+        Scope::Session { user_id, .. } => View::User { id: user_id, orgs },
+    }
+}
+
+/// The stream's first events: `ready` resumed and the changes it missed, or `ready` alone.
+fn opening(app: &App, asked: bool, missed: Option<Vec<Msg>>) -> Vec<Msg> {
+    let counter = match (asked, &missed) {
+        (false, _) => None,
+        (true, Some(_)) => Some(&app.metrics.streams_resumed),
+        (true, None) => Some(&app.metrics.streams_not_resumed),
+    };
+    if let Some(counter) = counter {
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+    match missed {
+        Some(missed) => std::iter::once(history::RESUMED.into())
+            .chain(missed)
+            .collect(),
+        None => vec![READY.into()],
+    }
 }
 
 fn marks(scope: Scope) -> [Mark; 2] {

@@ -60,11 +60,12 @@ impl StreamSocket {
     }
 }
 
-/// What a stream runs: its queue, its signals and its clock.
+/// What a stream runs: its queue, its signals, its clock and its first events.
 pub struct Body<'a> {
     pub rx: &'a Receiver<Msg>,
     pub signals: &'a Arc<Signals>,
     pub timing: Timing,
+    pub opening: &'a [Msg],
 }
 
 /// Runs a stream on the calling thread (the connection's) until it ends; the socket is shut
@@ -87,6 +88,7 @@ pub fn run(
         rx,
         signals,
         timing,
+        opening,
     } = body;
     // (TCP_NODELAY was set on every connection at its accept.)
     let _ = sock::set_send_buffer(fd, SEND_BUFFER);
@@ -120,7 +122,7 @@ pub fn run(
         settle,
         direct,
     };
-    let why = body::run(rx, signals, timing, &mut out);
+    let why = body::run(rx, signals, timing, opening, &mut out);
     if let Some(key) = key {
         watcher.remove(fd, key);
     }
