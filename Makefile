@@ -42,11 +42,13 @@ test: lint
 	else echo "conformance: skipped (python3 with venv is not available)"; fi
 
 # The demo page in Debian's headless chromium (installed when missing, as root); not part of
-# `make test`. The screenshot is kept at target/e2e/demo.png.
+# `make test`. The screenshots are kept in target/e2e/. The page across a restart
+# (tests/e2e_resume.rs) runs two instances behind Debian's HAProxy (scripts/cluster-deps.sh).
 e2e:
 	@scripts/e2e-deps.sh
+	@scripts/cluster-deps.sh
 	@url="$${DATABASE_URL:-$$(scripts/pg.sh start test $(TEST_PG_PORT))}"; \
-	DATABASE_URL="$$url" $(CARGO) test --locked --test e2e -- --ignored --nocapture
+	DATABASE_URL="$$url" $(CARGO) test --locked --test e2e --test e2e_resume -- --ignored --nocapture
 
 lint:
 	$(CARGO) fmt --check
