@@ -6,7 +6,7 @@ CARGO ?= cargo
 DEV_PG_PORT ?= 55432
 TEST_PG_PORT ?= 55433
 
-.PHONY: run test build lint unit db-up db-down bench bench-compare clean e2e conformance
+.PHONY: run test build lint unit db-up db-down bench bench-compare bench-resume clean e2e conformance
 
 build:
 	$(CARGO) build --release --locked
@@ -73,6 +73,15 @@ bench:
 # storm of STORM streams (default 5,000) on a fresh instance.
 bench-compare:
 	@QUICK="$(QUICK)" ROUNDS="$(ROUNDS)" STORM="$(STORM)" benches/compare/run.sh
+
+# A rolling restart of two instances behind the shipped contrib/haproxy.cfg with 3,000 streams
+# that resume (issue 35): benches/resume.sh builds the baseline (BASELINE, default the commit
+# before issue 35) and this tree and runs both; STREAMS=300 for a small run. BENCHMARKS.md,
+# "Resuming".
+bench-resume:
+	@scripts/cluster-deps.sh
+	@url="$${DATABASE_URL:-$$(scripts/pg.sh start test $(TEST_PG_PORT))}"; \
+	DATABASE_URL="$$url" STREAMS="$(STREAMS)" BASELINE="$(BASELINE)" benches/resume.sh
 
 clean: db-down
 	rm -rf .pg target mail
