@@ -6,7 +6,7 @@ CARGO ?= cargo
 DEV_PG_PORT ?= 55432
 TEST_PG_PORT ?= 55433
 
-.PHONY: run test build lint unit db-up db-down bench bench-compare bench-resume clean e2e conformance
+.PHONY: run test build lint unit db-up db-down bench bench-compare bench-resume clean e2e conformance deb prepare
 
 build:
 	$(CARGO) build --release --locked
@@ -31,7 +31,10 @@ run: build
 # as root).
 # Then the conformance run with a fixed seed (about 30 s; docs/CONFORMANCE.md), when python3 can
 # make a virtualenv; SKIP_CONFORMANCE=1 leaves it out.
-test: lint
+# `prepare` first: Patroni and etcd for tests/patroni.rs (scripts/ha-deps.sh), and the clean
+# Debian root of the package test (tests/package.rs), made in the background while the rest
+# builds and runs (scripts/debroot.sh); as root only, else those tests say they are skipped.
+test: prepare lint
 	@scripts/proxy-deps.sh
 	@scripts/oidc-deps.sh
 	@url="$${DATABASE_URL:-$$(scripts/pg.sh start test $(TEST_PG_PORT))}"; \
@@ -49,6 +52,15 @@ e2e:
 	@scripts/cluster-deps.sh
 	@url="$${DATABASE_URL:-$$(scripts/pg.sh start test $(TEST_PG_PORT))}"; \
 	DATABASE_URL="$$url" $(CARGO) test --locked --test e2e --test e2e_resume -- --ignored --nocapture
+
+prepare:
+	@scripts/ha-deps.sh || echo "patroni test: Patroni will not be had here (see above)"
+	@scripts/debroot.sh start || echo "package test: no Debian root will be made here (see above)"
+
+# consoled_<version>_amd64.deb in target/deb/ (version: Cargo.toml), from a release build;
+# packaging/deb.sh says what goes in it, docs/OPERATIONS.md "Installing the package" how to use it.
+deb: build
+	@packaging/deb.sh
 
 lint:
 	$(CARGO) fmt --check

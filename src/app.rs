@@ -38,7 +38,7 @@ pub struct App {
     /// Streams held per client address.
     pub stream_shares: Arc<crate::admission::Shares>,
     /// This instance's stream places (`capacity.max_streams`).
-    pub stream_slots: Arc<crate::admission::Slots>,
+    pub stream_places: Arc<crate::admission::StreamPlaces>,
     /// Streams held here per user or token (the per-principal limit, checked from memory).
     pub stream_principals: Arc<crate::admission::Principals>,
     /// The OpenID Connect providers and what each has told us (endpoints, keys).

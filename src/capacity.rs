@@ -10,7 +10,7 @@ use std::fs;
 use crate::config::Config;
 
 /// Memory mappings one connection thread costs: its stack and its guard page (measured: 1.91 per
-/// thread at 5,000 streams, `/proc/<pid>/maps`). It has no signal stack (`server::sched::spawn`),
+/// thread at 5,000 streams, `/proc/<pid>/maps`). It has no signal stack (`os::thread::spawn`),
 /// the two more mappings each thread std starts has; the server's few std threads are within
 /// `RESERVED_MAPS`. At the limit `pthread_create` fails and the connection waits (nothing aborts).
 const MAPS_PER_THREAD: u64 = 2;

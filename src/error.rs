@@ -236,10 +236,11 @@ impl ApiError {
     }
 }
 
-/// Database errors: a lost or unreachable database is 503 `unavailable`; anything else is a bug.
+/// Database errors: a lost or unreachable database, or one that takes no writes now (a failover
+/// under way), is 503 `unavailable`; anything else is a bug.
 impl From<postgres::Error> for ApiError {
     fn from(e: postgres::Error) -> ApiError {
-        if is_connectivity(&e) {
+        if is_connectivity(&e) || is_read_only(&e) {
             ApiError::unavailable(format!("database: {e}"))
         } else {
             ApiError::internal(format!("database: {e}"))
@@ -251,6 +252,12 @@ impl From<r2d2::Error> for ApiError {
     fn from(e: r2d2::Error) -> ApiError {
         ApiError::unavailable(format!("database pool: {e}"))
     }
+}
+
+/// True when the server refused a write as read-only (SQLSTATE 25006): a standby, or a primary
+/// demoted or fenced during a failover. The pool drops such a connection (`db::sql`).
+pub fn is_read_only(e: &postgres::Error) -> bool {
+    e.code() == Some(&postgres::error::SqlState::READ_ONLY_SQL_TRANSACTION)
 }
 
 /// True when the error means "the database is not there" rather than "the query is wrong".

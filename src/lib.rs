@@ -27,12 +27,12 @@ pub mod metrics;
 pub mod oneshot;
 pub mod ops;
 pub mod ops_listener;
+#[allow(unsafe_code)] // the operating-system layer
+pub mod os;
 pub mod ready;
 pub mod router;
 pub mod server;
 pub mod sharded;
-#[allow(unsafe_code)]
-pub(crate) mod sock;
 pub mod subscribe;
 pub mod teams;
 pub mod tokens;
@@ -147,7 +147,7 @@ pub fn serve_on(config: Config, listener: std::net::TcpListener) -> Result<Servi
     let ops_socket = config.metrics_listen.map(ops_listener::bind).transpose()?;
     migrate(&config, Duration::from_secs(30))?;
     let (data_keys, csrf_key) = keys::reseal::prepare(&config)?;
-    let pool = db::pool(&config)?;
+    let pool = db::pool(&config);
     let origins = config.origins().to_vec();
     let capacity = capacity::Capacity::derive(&config);
     // The common-password set is built here, not by the first sign-up that needs it.
@@ -157,7 +157,7 @@ pub fn serve_on(config: Config, listener: std::net::TcpListener) -> Result<Servi
         .map_err(|e| format!("cannot start a background thread: {e}"))?;
     let app = Arc::new(App {
         stream_shares: admission::Shares::new(capacity.max_streams, config.client_share),
-        stream_slots: admission::Slots::new(capacity.max_streams),
+        stream_places: admission::StreamPlaces::new(capacity.max_streams),
         stream_principals: admission::Principals::new(config.streams_per_principal),
         oidc: Arc::new(auth::oauth::oidc::Providers::new(&config.oidc)),
         checked: Arc::new(identity::Checked::new(Duration::from_secs_f64(
@@ -185,7 +185,7 @@ pub fn serve_on(config: Config, listener: std::net::TcpListener) -> Result<Servi
         pool: app.pool.clone(),
         metrics: app.metrics.clone(),
         stopping: app.stopping.clone(),
-        listen_db: db::direct_pg_config(&app.config, &listener_name)?,
+        listen_db: db::direct_pg_config(&app.config, &listener_name),
         session_idle: app.config.session_idle,
         checked: app.checked.clone(),
     });

@@ -9,7 +9,8 @@ use consoled::config::Config;
 use consoled::failure::Failure;
 
 fn main() {
-    consoled::server::heap_ahead();
+    // The allocator's setting, before any thread runs (`os::process`).
+    consoled::os::process::malloc_room_ahead();
     consoled::logging::init().unwrap_or_else(|e| fail(Failure::config(e)));
     let args: Vec<String> = std::env::args().skip(1).collect();
     let invocation = consoled::cli::parse(&args).unwrap_or_else(|e| fail(e.into()));

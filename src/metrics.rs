@@ -65,7 +65,7 @@ pub struct Metrics {
 
 /// Gauges read at scrape time from their owners.
 pub struct Gauges {
-    /// Stream places held (`admission::Slots`): the one count of open streams.
+    /// Stream places held (`admission::StreamPlaces`): the one count of open streams.
     pub streams_open: usize,
     pub hash_queue_depth: usize,
     /// Requests the hash admission refused (their client held its share, or no place).

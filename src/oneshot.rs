@@ -4,7 +4,7 @@
 //! for the group that opens it); when 5,000 streams open at once on two cores, the yields of
 //! those waits were a tenth of the workers' time (BENCHMARKS.md, "Storm").
 
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 
 enum State<T> {
     Waiting,
@@ -13,7 +13,7 @@ enum State<T> {
     Gone,
 }
 
-struct Slot<T> {
+struct Content<T> {
     state: State<T>,
     /// The receiver sleeps on `ready`. Only then does an answer wake it: a condition variable's
     /// notification is a system call even when no one waits (an answer that comes before the
@@ -21,14 +21,14 @@ struct Slot<T> {
     asleep: bool,
 }
 
-struct Shared<T> {
-    slot: Mutex<Slot<T>>,
+struct Mailbox<T> {
+    content: Mutex<Content<T>>,
     ready: Condvar,
 }
 
-impl<T> Shared<T> {
-    fn lock(&self) -> MutexGuard<'_, Slot<T>> {
-        self.slot.lock().unwrap_or_else(|e| e.into_inner())
+impl<T> Mailbox<T> {
+    fn lock(&self) -> MutexGuard<'_, Content<T>> {
+        self.content.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     fn put(&self, state: State<T>) {
@@ -48,34 +48,34 @@ impl<T> Shared<T> {
 }
 
 /// The answering side; dropping it unanswered wakes the waiter with nothing.
-pub struct Sender<T>(Option<Arc<Shared<T>>>);
+pub struct Sender<T>(Option<Arc<Mailbox<T>>>);
 
 /// The waiting side.
-pub struct Receiver<T>(Arc<Shared<T>>);
+pub struct Receiver<T>(Arc<Mailbox<T>>);
 
 pub fn pair<T>() -> (Sender<T>, Receiver<T>) {
-    let shared = Arc::new(Shared {
-        slot: Mutex::new(Slot {
+    let mailbox = Arc::new(Mailbox {
+        content: Mutex::new(Content {
             state: State::Waiting,
             asleep: false,
         }),
         ready: Condvar::new(),
     });
-    (Sender(Some(shared.clone())), Receiver(shared))
+    (Sender(Some(mailbox.clone())), Receiver(mailbox))
 }
 
 impl<T> Sender<T> {
     pub fn send(mut self, value: T) {
-        if let Some(shared) = self.0.take() {
-            shared.put(State::Sent(value));
+        if let Some(mailbox) = self.0.take() {
+            mailbox.put(State::Sent(value));
         }
     }
 }
 
 impl<T> Drop for Sender<T> {
     fn drop(&mut self) {
-        if let Some(shared) = self.0.take() {
-            shared.put(State::Gone);
+        if let Some(mailbox) = self.0.take() {
+            mailbox.put(State::Gone);
         }
     }
 }
@@ -90,7 +90,11 @@ impl<T> Receiver<T> {
                 State::Gone => return None,
                 State::Waiting => {
                     slot.asleep = true;
-                    slot = self.0.ready.wait(slot).unwrap_or_else(|e| e.into_inner());
+                    slot = self
+                        .0
+                        .ready
+                        .wait(slot)
+                        .unwrap_or_else(PoisonError::into_inner);
                     slot.asleep = false;
                 }
             }

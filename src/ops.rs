@@ -40,7 +40,7 @@ pub fn metrics(app: &App, _req: &Request) -> ApiResult<Reply> {
 pub fn metrics_text(app: &App) -> Response {
     let state = app.pool.state();
     let gauges = Gauges {
-        streams_open: app.stream_slots.held(),
+        streams_open: app.stream_places.held(),
         hash_queue_depth: app.hasher.queue_depth(),
         hashes_refused: app.hasher.refused(),
         hashes_computed: app.hasher.computed(),

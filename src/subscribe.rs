@@ -20,7 +20,7 @@
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use crate::admission::{Refusal, Slot, Ticket};
+use crate::admission::{Refusal, SharePlace, StreamPlace};
 use crate::app::{App, Reply};
 use crate::auth;
 use crate::crypto::token_hash;
@@ -73,131 +73,25 @@ fn open(app: &App, req: &Request) -> ApiResult<Reply> {
     let credential = credential(req)?;
     let resume = last_event_id(req);
     let bearer = matches!(credential, Credential::Token(_));
-    let (slot, share) = admit(app, req)?;
+    let (place, share) = admit(app, req)?;
     // One past the limit on this instance is refused here, without the database.
-    app.stream_principals.check(credential.hash())?;
+    app.stream_principals.admit_known(credential.hash())?;
     let hash = credential.hash().to_vec();
-    let book = &app.hub.leases;
-    let max = app.config.streams_per_principal;
     let since = app.hub.journal.position();
-    let opened = app.openings.open(credential)?;
-    let (lease, holder, scope, orgs, remaining) = match opened {
-        Opened::Token {
-            lease,
-            token_id,
-            project_id,
-            remaining,
-        } => {
-            let scope = Scope::Token {
-                token_id,
-                project_id,
-            };
-            (lease, Holder::Token(token_id), scope, None, remaining)
-        }
-        Opened::Session {
-            lease,
-            session_id,
-            user_id,
-            remaining,
-            orgs,
-        } => {
-            let scope = Scope::Session {
-                session_id,
-                user_id,
-                token_tag: sessions::token_tag(&hash),
-            };
-            (
-                lease,
-                Holder::User(user_id),
-                scope,
-                Some(orgs),
-                Some(remaining),
-            )
-        }
-        Opened::Inactive {
-            lease,
-            token_id,
-            status,
-        } => {
-            // The lease taken for it goes at once.
-            drop(book.hold(lease, Holder::Token(token_id)));
-            return Err(inactive_organization(&status));
-        }
-        Opened::Unauthorized if bearer => return Err(unknown_token()),
-        Opened::Unauthorized => return Err(ApiError::new(Code::Unauthorized)),
-        Opened::MfaRequired => return Err(ApiError::new(Code::MfaRequired)),
-        Opened::Full => return Err(Refusal::PrincipalStreams { limit: max }.into()),
-    };
-    let lease = book.hold(lease, holder);
-    let principal = app.stream_principals.take(holder, &hash)?;
-    let (sub, needs_orgs) = app.hub.subscribe(scope, app.config.stream_queue);
-    let mut orgs = orgs;
-    // A logout, revocation or membership change handled between the statement and the
-    // subscription found no stream to end or reload: read again (rare).
-    let touched = app.hub.journal.any_since(since, &marks(scope));
-    if touched {
-        let mut c = db::conn(&app.pool)?;
-        let still_live = match scope {
-            Scope::Token { token_id, .. } => tokens::is_live(&mut *c, token_id)?,
-            // By the token too: a replaced token keeps the session's id.
-            Scope::Session {
-                session_id,
-                token_tag,
-                ..
-            } => {
-                visibility::live_sessions(&mut *c, &[session_id])?.get(&session_id)
-                    == Some(&token_tag)
-            }
-        };
-        if !still_live {
-            // A token revoked meanwhile, or of an organization suspended meanwhile.
-            return Err(if bearer {
-                unknown_token()
-            } else {
-                ApiError::new(Code::Unauthorized)
-            });
-        }
-        if let (Scope::Session { user_id, .. }, Some(_)) = (scope, needs_orgs) {
-            orgs = visibility::orgs_of(&mut *c, &[user_id])?.remove(&user_id);
-        }
-    }
-    let orgs = orgs.unwrap_or_default();
-    if let (Scope::Session { user_id, .. }, Some(version)) = (scope, needs_orgs) {
-        app.hub.set_orgs(user_id, &orgs, version);
-    }
-    // Its principal as the statement saw it is the principal now, unless something about it
-    // happened since (then it reloads, as before).
-    let missed = resume
-        .filter(|_| !touched)
-        .and_then(|after| {
-            app.hub
-                .replay(after, view(scope, &orgs), app.config.stream_queue)
-        })
-        .filter(|_| !app.hub.journal.any_since(since, &marks(scope)));
-    let opening = opening(app, resume.is_some(), missed);
-    // A session's or token's streams end when it expires (`events::keeper`).
-    if let Some(remaining) = remaining {
-        let remaining = Duration::from_secs_f64(remaining.max(0.0));
-        match scope {
-            Scope::Session { session_id, .. } => {
-                app.hub.leases.watch_session(session_id, remaining)
-            }
-            Scope::Token { token_id, .. } => app.hub.leases.watch_token(token_id, remaining),
-        }
-    }
+    let opened = Authenticated::of(app.openings.open(credential)?, bearer, &hash, app)?;
+    let lease = app.hub.leases.hold(opened.lease, opened.holder);
+    let principal = app.stream_principals.admit(opened.holder, &hash)?;
+    let (sub, needs_orgs) = app.hub.subscribe(opened.scope, app.config.stream_queue);
+    let scope = opened.scope;
+    let untouched = opened.follow(app, since, needs_orgs)?;
+    let opening = opening(app, resume, scope, untouched.as_deref(), since);
     let timing = Timing {
         ping: app.config.ping_interval,
         stall: app.config.stream_stall,
         direct: app.config.stream_direct,
     };
-    let plan = StreamPlan::new(
-        sub,
-        lease,
-        (slot, share, principal),
-        timing,
-        opening,
-        app.metrics.clone(),
-    );
+    let admitted = (place, share, principal);
+    let plan = StreamPlan::new(sub, lease, admitted, timing, opening, app.metrics.clone());
     Ok(Reply::Stream(plan))
 }
 
@@ -209,6 +103,40 @@ fn last_event_id(req: &Request) -> Option<&str> {
         .filter(|id| !id.is_empty() && id.len() <= history::MAX_ID)
 }
 
+/// The stream's first events: `ready` resumed and the changes it missed, or `ready` alone.
+/// It resumes from `after` when its principal is as its statement saw it (`untouched`: a
+/// session's organizations) and the history tells every change since (`Hub::replay`, read once
+/// the stream is subscribed and its organizations are set); the journal is asked once more
+/// afterwards, since a change about the principal before the read makes that view stale.
+fn opening(
+    app: &App,
+    after: Option<&str>,
+    scope: Scope,
+    untouched: Option<&[i64]>,
+    since: u64,
+) -> Vec<Msg> {
+    let Some(after) = after else {
+        return vec![READY.into()];
+    };
+    let missed = untouched
+        .and_then(|orgs| {
+            app.hub
+                .replay(after, view(scope, orgs), app.config.stream_queue)
+        })
+        .filter(|_| !app.hub.journal.any_since(since, &marks(scope)));
+    let counter = match missed {
+        Some(_) => &app.metrics.streams_resumed,
+        None => &app.metrics.streams_not_resumed,
+    };
+    counter.fetch_add(1, Ordering::Relaxed);
+    match missed {
+        Some(missed) => std::iter::once(history::RESUMED.into())
+            .chain(missed)
+            .collect(),
+        None => vec![READY.into()],
+    }
+}
+
 /// What the stream's principal may see now.
 fn view(scope: Scope, orgs: &[i64]) -> View<'_> {
     match scope {
@@ -217,21 +145,131 @@ fn view(scope: Scope, orgs: &[i64]) -> View<'_> {
     }
 }
 
-/// The stream's first events: `ready` resumed and the changes it missed, or `ready` alone.
-fn opening(app: &App, asked: bool, missed: Option<Vec<Msg>>) -> Vec<Msg> {
-    let counter = match (asked, &missed) {
-        (false, _) => None,
-        (true, Some(_)) => Some(&app.metrics.streams_resumed),
-        (true, None) => Some(&app.metrics.streams_not_resumed),
-    };
-    if let Some(counter) = counter {
-        counter.fetch_add(1, Ordering::Relaxed);
+/// A stream's credential, authenticated and holding a lease (`consoled_open_streams`).
+struct Authenticated {
+    lease: i64,
+    holder: Holder,
+    scope: Scope,
+    /// A session's user's organizations, as the statement read them.
+    orgs: Option<Vec<i64>>,
+    /// Seconds until a session ends unless used again, or until a token expires (`None`: never).
+    remaining: Option<f64>,
+}
+
+impl Authenticated {
+    /// What the opening statement said, or its refusal.
+    fn of(opened: Opened, bearer: bool, hash: &[u8], app: &App) -> ApiResult<Authenticated> {
+        match opened {
+            Opened::Token {
+                lease,
+                token_id,
+                project_id,
+                remaining,
+            } => Ok(Authenticated {
+                lease,
+                holder: Holder::Token(token_id),
+                scope: Scope::Token {
+                    token_id,
+                    project_id,
+                },
+                orgs: None,
+                remaining,
+            }),
+            Opened::Session {
+                lease,
+                session_id,
+                user_id,
+                remaining,
+                orgs,
+            } => Ok(Authenticated {
+                lease,
+                holder: Holder::User(user_id),
+                scope: Scope::Session {
+                    session_id,
+                    user_id,
+                    token_tag: sessions::token_tag(hash),
+                },
+                orgs: Some(orgs),
+                remaining: Some(remaining),
+            }),
+            Opened::Inactive {
+                lease,
+                token_id,
+                status,
+            } => {
+                // The lease taken for it goes at once.
+                drop(app.hub.leases.hold(lease, Holder::Token(token_id)));
+                Err(inactive_organization(&status))
+            }
+            Opened::Unauthorized if bearer => Err(unknown_token()),
+            Opened::Unauthorized => Err(ApiError::new(Code::Unauthorized)),
+            Opened::MfaRequired => Err(ApiError::new(Code::MfaRequired)),
+            Opened::Full => Err(Refusal::PrincipalStreams {
+                limit: app.config.streams_per_principal,
+            }
+            .into()),
+        }
     }
-    match missed {
-        Some(missed) => std::iter::once(history::RESUMED.into())
-            .chain(missed)
-            .collect(),
-        None => vec![READY.into()],
+
+    /// Once subscribed: what changed since the statement (read again, rarely), the session's
+    /// organizations for the hub, and its end for the lease keeper to watch. Says what the
+    /// principal may see when nothing about it happened since the statement (a session's
+    /// organizations; a token: none), for a stream that resumes; `None` when something did.
+    fn follow(self, app: &App, since: u64, needs_orgs: Option<u64>) -> ApiResult<Option<Vec<i64>>> {
+        let mut orgs = self.orgs;
+        // A logout, revocation or membership change handled between the statement and the
+        // subscription found no stream to end or reload: read again (rare).
+        let touched = app.hub.journal.any_since(since, &marks(self.scope));
+        if touched {
+            if let Some(now) = read_again(app, self.scope, needs_orgs.is_some())? {
+                orgs = now;
+            }
+        }
+        let orgs = orgs.unwrap_or_default();
+        if let (Scope::Session { user_id, .. }, Some(version)) = (self.scope, needs_orgs) {
+            app.hub.set_orgs(user_id, &orgs, version);
+        }
+        // A session's or token's streams end when it expires (`events::keeper`).
+        if let Some(remaining) = self.remaining {
+            let remaining = Duration::from_secs_f64(remaining.max(0.0));
+            match self.scope {
+                Scope::Session { session_id, .. } => {
+                    app.hub.leases.watch_session(session_id, remaining)
+                }
+                Scope::Token { token_id, .. } => app.hub.leases.watch_token(token_id, remaining),
+            }
+        }
+        Ok((!touched).then_some(orgs))
+    }
+}
+
+/// Whether the stream's session or token is still live (401 if not) and, when the hub needs
+/// them (`orgs`), its user's organizations now (`Some`; within it, `None` for none).
+fn read_again(app: &App, scope: Scope, orgs: bool) -> ApiResult<Option<Option<Vec<i64>>>> {
+    let mut c = db::conn(&app.pool)?;
+    let still_live = match scope {
+        Scope::Token { token_id, .. } => tokens::is_live(&mut *c, token_id)?,
+        // By the token too: a replaced token keeps the session's id.
+        Scope::Session {
+            session_id,
+            token_tag,
+            ..
+        } => {
+            visibility::live_sessions(&mut *c, &[session_id])?.get(&session_id) == Some(&token_tag)
+        }
+    };
+    if !still_live {
+        // A token revoked meanwhile, or of an organization suspended meanwhile.
+        return Err(match scope {
+            Scope::Token { .. } => unknown_token(),
+            Scope::Session { .. } => ApiError::new(Code::Unauthorized),
+        });
+    }
+    match scope {
+        Scope::Session { user_id, .. } if orgs => Ok(Some(
+            visibility::orgs_of(&mut *c, &[user_id])?.remove(&user_id),
+        )),
+        _ => Ok(None),
     }
 }
 
@@ -249,13 +287,16 @@ fn marks(scope: Scope) -> [Mark; 2] {
 /// Refuses a stream while this instance holds as many as it can (503), or while the client
 /// holds its share of them (429), before the database is asked. Both are exact: a place is
 /// taken, not a count looked at.
-fn admit(app: &App, req: &Request) -> Result<(Slot, Ticket), Refusal> {
-    let slot = app.stream_slots.take().ok_or(Refusal::StreamsFull)?;
+fn admit(app: &App, req: &Request) -> Result<(StreamPlace, SharePlace), Refusal> {
+    let place = app.stream_places.admit()?;
     let client = req.client(&app.config.client_source);
-    let share = app.stream_shares.take(client).ok_or(Refusal::StreamShare {
-        limit: app.stream_shares.limit(),
-    })?;
-    Ok((slot, share))
+    let share = app
+        .stream_shares
+        .admit(client)
+        .ok_or(Refusal::StreamShare {
+            limit: app.stream_shares.limit(),
+        })?;
+    Ok((place, share))
 }
 
 fn unknown_token() -> ApiError {

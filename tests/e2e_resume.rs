@@ -140,7 +140,11 @@ fn restart_flow(
     let resumed = b.try_wait(STEP, |b| {
         b.text("#stream-status").starts_with("resumed at ")
     });
-    assert!(resumed, "not resumed: the page says {:?}", b.text("#stream-status"));
+    assert!(
+        resumed,
+        "not resumed: the page says {:?}",
+        b.text("#stream-status")
+    );
     proxy.set_server_state(&server, "ready");
     b.wait("the change made while away", STEP, |b| {
         listed(b).first() == Some(&(base + 1).to_string())

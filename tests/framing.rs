@@ -279,3 +279,85 @@ fn a_transfer_coding_other_than_chunked_is_400() {
     assert_ne!(responses[0].status, 400, "a chunked body is framed");
     responses[1].expect(200);
 }
+
+/// RFC 9112 §5.2 (issue 37, item 8): a header line that starts with a space or a tab
+/// (obsolete line folding) is refused with 400, and the connection ends. Before, the parser
+/// trimmed such a line and read it as a header of its own: a folded `Content-Length`,
+/// `Transfer-Encoding`, `Host` or `Cookie` framed or named the request, and a front end that
+/// forwards folds as continuations would see another request than ours.
+#[test]
+fn a_folded_header_line_is_400_and_ends_the_connection() {
+    let server = TestServer::start();
+    let metrics = "GET /metrics HTTP/1.1\r\nHost: a\r\n\r\n";
+    let folded = [
+        format!(" Content-Length: {}", metrics.len()),
+        "\tTransfer-Encoding: chunked".to_string(),
+        " Host: b".to_string(),
+        "\tCookie: svc_session=x".to_string(),
+        // A continuation of the line before it, without a colon of its own.
+        " continued".to_string(),
+    ];
+    for line in &folded {
+        let raw =
+            format!("POST /auth/logout HTTP/1.1\r\nHost: a\r\nX-A: 1\r\n{line}\r\n\r\n{metrics}");
+        let responses = exchange(&server, &raw);
+        assert!(!responses.is_empty(), "{line:?}: no answer");
+        assert_eq!(responses[0].status, 400, "{line:?}");
+        assert_refused(&responses, "header line");
+    }
+    // Right after the request line, the same.
+    let raw = format!("GET /healthz HTTP/1.1\r\n Host: a\r\nHost: a\r\n\r\n{SMUGGLED}");
+    assert_refused(&exchange(&server, &raw), "header line");
+    // Later on a kept-alive connection, after an answer: the same.
+    let raw = format!("GET /healthz HTTP/1.1\r\nHost: a\r\n\r\nGET /healthz HTTP/1.1\r\nHost: a\r\n\tX: y\r\n\r\n{SMUGGLED}");
+    let responses = exchange(&server, &raw);
+    assert_eq!(
+        responses.len(),
+        2,
+        "the answer, the refusal, then the close"
+    );
+    responses[0].expect(200);
+    assert_refused(&responses[1..], "header line");
+}
+
+/// RFC 9112 §6.1 (issue 37, item 8): an HTTP/1.0 request with `Transfer-Encoding` has framing
+/// that cannot be trusted; it is answered, and the connection closes after the answer even when
+/// the client asked to keep it.
+#[test]
+fn http_1_0_with_transfer_encoding_closes_after_the_answer() {
+    let server = TestServer::start();
+    let raw =
+        "GET /healthz HTTP/1.0\r\nConnection: keep-alive\r\nTransfer-Encoding: chunked\r\n\r\n\
+               0\r\n\r\nGET /metrics HTTP/1.0\r\nConnection: keep-alive\r\n\r\n";
+    let responses = exchange(&server, raw);
+    assert_eq!(responses.len(), 1, "one answer, then the close");
+    responses[0].expect(200);
+    // Without Transfer-Encoding, a kept-alive HTTP/1.0 connection carries the next request.
+    let raw = "GET /healthz HTTP/1.0\r\nConnection: keep-alive\r\n\r\n\
+               GET /healthz HTTP/1.0\r\n\r\n";
+    let responses = exchange(&server, raw);
+    assert_eq!(responses.len(), 2, "both answered");
+}
+
+/// docs/API.md (issue 37, item 8): a header value over 8 KiB is 431 whatever the header, not
+/// only for the headers the application reads; the connection then closes.
+#[test]
+fn any_header_value_over_8_kib_is_431() {
+    let server = TestServer::start();
+    for name in ["X-Junk", "Accept-Language", "Host"] {
+        let raw = format!(
+            "GET /healthz HTTP/1.1\r\nHost: a\r\n{name}: {}\r\n\r\n{SMUGGLED}",
+            "v".repeat(8 * 1024 + 1)
+        );
+        let raw = raw.replacen("Host: a\r\nHost:", "Host:", 1);
+        let responses = exchange(&server, &raw);
+        assert_eq!(responses.len(), 1, "{name}: one answer, then the close");
+        responses[0].expect_error(431, "header_too_large");
+    }
+    // 8 KiB exactly is taken.
+    let raw = format!(
+        "GET /healthz HTTP/1.1\r\nHost: a\r\nX-Junk: {}\r\nConnection: close\r\n\r\n",
+        "v".repeat(8 * 1024)
+    );
+    exchange(&server, &raw)[0].expect(200);
+}

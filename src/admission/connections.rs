@@ -1,5 +1,5 @@
 //! This instance's connections against its capacity: how many are open (a thread each) and the
-//! descriptors they, and the refusals still lingering, hold. A `Place` is one admitted
+//! descriptors they, and the refusals still lingering, hold. A `ConnectionPlace` is one admitted
 //! connection; dropping it gives back its thread's place and its descriptors.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -23,7 +23,7 @@ pub struct Connections {
 
 /// One admitted connection: its place, and the descriptors it holds (two; one once it streams,
 /// when tiny_http's read half has gone).
-pub struct Place {
+pub struct ConnectionPlace {
     of: Arc<Connections>,
     fds: usize,
 }
@@ -38,9 +38,17 @@ impl Connections {
         })
     }
 
+    /// A place for one more connection, or the limit it would pass.
+    pub fn admit(self: &Arc<Self>) -> Result<ConnectionPlace, Full> {
+        match self.full() {
+            Some(full) => Err(full),
+            None => Ok(self.take()),
+        }
+    }
+
     /// The limit one more connection would pass, if any. Only the accept loop admits, so what
     /// it sees here can only have shrunk when it takes the place.
-    pub fn full(&self) -> Option<Full> {
+    fn full(&self) -> Option<Full> {
         if self.open.load(Ordering::SeqCst) >= self.max {
             Some(Full::Connections)
         } else if self.fds.load(Ordering::SeqCst) + 2 > self.fd_budget {
@@ -50,11 +58,10 @@ impl Connections {
         }
     }
 
-    /// Admits a connection (after `full` said there is room).
-    pub fn take(self: &Arc<Self>) -> Place {
+    fn take(self: &Arc<Self>) -> ConnectionPlace {
         self.open.fetch_add(1, Ordering::SeqCst);
         self.fds.fetch_add(2, Ordering::SeqCst);
-        Place {
+        ConnectionPlace {
             of: self.clone(),
             fds: 2,
         }
@@ -75,7 +82,7 @@ impl Connections {
     }
 }
 
-impl Place {
+impl ConnectionPlace {
     /// The connection became a stream: tiny_http's read half, and its descriptor, are gone.
     pub fn streaming(&mut self) {
         if self.fds == 2 {
@@ -85,7 +92,7 @@ impl Place {
     }
 }
 
-impl Drop for Place {
+impl Drop for ConnectionPlace {
     fn drop(&mut self) {
         self.of.release_fds(self.fds);
         self.of.open.fetch_sub(1, Ordering::SeqCst);
@@ -99,17 +106,16 @@ mod tests {
     #[test]
     fn places_and_descriptors_come_back() {
         let c = Connections::new(2, 5);
-        assert_eq!(c.full(), None);
-        let mut a = c.take();
-        let b = c.take();
-        assert_eq!(c.full(), Some(Full::Connections));
+        let mut a = c.admit().unwrap();
+        let b = c.admit().unwrap();
+        assert_eq!(c.admit().err(), Some(Full::Connections));
         drop(b);
         // One open (2 descriptors) and a lingering refusal (2 more): 4 + 2 > 5.
         c.hold_fds(2);
-        assert_eq!(c.full(), Some(Full::Descriptors));
+        assert_eq!(c.admit().err(), Some(Full::Descriptors));
         a.streaming();
         a.streaming();
-        assert_eq!(c.full(), None, "a stream holds one descriptor");
+        assert!(c.admit().is_ok(), "a stream holds one descriptor");
         c.release_fds(2);
         drop(a);
         assert_eq!((c.open(), c.fds.load(Ordering::SeqCst)), (0, 0));

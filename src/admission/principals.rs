@@ -61,7 +61,7 @@ impl Principals {
     }
 
     /// Before the database: refuses a credential whose holder already holds its limit here.
-    pub fn check(&self, credential: &[u8]) -> Result<(), Refusal> {
+    pub fn admit_known(&self, credential: &[u8]) -> Result<(), Refusal> {
         let Some((holder, _)) = self.known_of(credential).get(credential).copied() else {
             return Ok(());
         };
@@ -73,7 +73,7 @@ impl Principals {
 
     /// After the database named the holder: counts the stream, unless the holder already holds
     /// its limit here (streams of the same holder opened at the same moment).
-    pub fn take(
+    pub fn admit(
         self: &Arc<Self>,
         holder: Holder,
         credential: &[u8],
@@ -136,17 +136,25 @@ mod tests {
     fn a_known_credential_past_its_holders_limit_is_refused_before_the_database() {
         let p = Principals::new(2);
         let (user, other) = (Holder::User(1), Holder::Token(1));
-        assert_eq!(p.check(b"s1"), Ok(()), "unknown: the database decides");
-        let a = p.take(user, b"s1").unwrap();
-        let b = p.take(user, b"s2").unwrap();
+        assert_eq!(
+            p.admit_known(b"s1"),
+            Ok(()),
+            "unknown: the database decides"
+        );
+        let a = p.admit(user, b"s1").unwrap();
+        let b = p.admit(user, b"s2").unwrap();
         let refused = Err(Refusal::PrincipalStreams { limit: 2 });
-        assert_eq!(p.check(b"s1"), refused);
-        assert_eq!(p.check(b"s2"), refused, "another session of the same user");
-        assert_eq!(p.check(b"s3"), Ok(()), "not known here yet");
-        assert!(p.take(user, b"s3").is_err(), "taking is exact");
-        let _c = p.take(other, b"t1").unwrap();
+        assert_eq!(p.admit_known(b"s1"), refused);
+        assert_eq!(
+            p.admit_known(b"s2"),
+            refused,
+            "another session of the same user"
+        );
+        assert_eq!(p.admit_known(b"s3"), Ok(()), "not known here yet");
+        assert!(p.admit(user, b"s3").is_err(), "taking is exact");
+        let _c = p.admit(other, b"t1").unwrap();
         drop(a);
-        assert_eq!(p.check(b"s2"), Ok(()));
+        assert_eq!(p.admit_known(b"s2"), Ok(()));
         assert_eq!(p.held(user), 1);
         drop(b);
         assert_eq!(p.held(user), 0);

@@ -1,10 +1,10 @@
 //! Fair shares: how many connections or streams one client holds, so that no single client takes
 //! more than its share of what this instance can hold. A client is what every limit counts
 //! (`http::client::Client`: an IPv4 address, or an IPv6 /64), for connections and streams alike.
-//! A `Ticket` is one unit held; dropping it gives the unit back.
+//! A `SharePlace` is one unit held; dropping it gives the unit back.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use crate::http::client::Client;
 
@@ -15,7 +15,7 @@ pub struct Shares {
 }
 
 /// One unit held by a client.
-pub struct Ticket {
+pub struct SharePlace {
     shares: Arc<Shares>,
     ip: Client,
 }
@@ -34,24 +34,28 @@ impl Shares {
         self.limit
     }
 
-    /// Takes a unit for `ip`, unless it already holds its share.
-    pub fn take(self: &Arc<Self>, ip: Client) -> Option<Ticket> {
-        let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+    fn held(&self) -> MutexGuard<'_, HashMap<Client, usize>> {
+        self.held.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// A unit for `ip`, unless it already holds its share.
+    pub fn admit(self: &Arc<Self>, ip: Client) -> Option<SharePlace> {
+        let mut held = self.held();
         let n = held.entry(ip).or_insert(0);
         if *n >= self.limit {
             return None;
         }
         *n += 1;
-        Some(Ticket {
+        Some(SharePlace {
             shares: self.clone(),
             ip,
         })
     }
 }
 
-impl Drop for Ticket {
+impl Drop for SharePlace {
     fn drop(&mut self) {
-        let mut held = self.shares.held.lock().unwrap_or_else(|e| e.into_inner());
+        let mut held = self.shares.held();
         if let Some(n) = held.get_mut(&self.ip) {
             *n -= 1;
             if *n == 0 {
@@ -70,12 +74,12 @@ mod tests {
         let shares = Shares::new(8, 0.25);
         let a = Client::of(Some("10.0.0.1".parse().unwrap()));
         let b = Client::of(Some("10.0.0.2".parse().unwrap()));
-        let t1 = shares.take(a).unwrap();
-        let _t2 = shares.take(a).unwrap();
-        assert!(shares.take(a).is_none());
-        assert!(shares.take(b).is_some(), "others are not affected");
+        let t1 = shares.admit(a).unwrap();
+        let _t2 = shares.admit(a).unwrap();
+        assert!(shares.admit(a).is_none());
+        assert!(shares.admit(b).is_some(), "others are not affected");
         drop(t1);
-        assert!(shares.take(a).is_some());
+        assert!(shares.admit(a).is_some());
         assert_eq!(Shares::new(2, 0.25).limit(), 1);
     }
 
@@ -83,8 +87,8 @@ mod tests {
     fn an_ipv6_slash_64_is_one_client() {
         let shares = Shares::new(4, 0.25);
         let at = |ip: &str| Client::of(Some(ip.parse().unwrap()));
-        let _t = shares.take(at("fd00:1::1")).unwrap();
-        assert!(shares.take(at("fd00:1::2")).is_none(), "same /64");
-        assert!(shares.take(at("fd00:1:0:1::1")).is_some(), "another /64");
+        let _t = shares.admit(at("fd00:1::1")).unwrap();
+        assert!(shares.admit(at("fd00:1::2")).is_none(), "same /64");
+        assert!(shares.admit(at("fd00:1:0:1::1")).is_some(), "another /64");
     }
 }

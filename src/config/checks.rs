@@ -56,6 +56,7 @@ pub const SETTINGS: &[&str] = &[
     "CONSOLED_HASH_QUEUE",
     "CONSOLED_DB_POOL",
     "CONSOLED_DATABASE_DIRECT_URL",
+    "CONSOLED_DATABASE_PASSWORD",
     "CONSOLED_DB_KEEP_STATEMENTS",
     "CONSOLED_DB_TIMEOUT_SECONDS",
     "CONSOLED_MAX_STREAMS_PER_PRINCIPAL",
@@ -99,7 +100,7 @@ pub fn warnings(vars: &HashMap<String, String>) -> Vec<String> {
     let known = known();
     let mut out: Vec<String> = vars
         .keys()
-        .filter(|k| k.starts_with("CONSOLED_") && !known.contains(&k.as_str()))
+        .filter(|k| k.starts_with("CONSOLED_") && !is_known(k, &known))
         .filter_map(|k| match super::oidc::check_variable(k, vars) {
             Some(Ok(())) => None,
             Some(Err(warning)) => Some(warning),
@@ -124,6 +125,14 @@ pub fn warnings(vars: &HashMap<String, String>) -> Vec<String> {
         out.extend(rust_log(spec));
     }
     out
+}
+
+/// A known name, or `NAME_FILE` of a known secret setting (`config::secret`).
+fn is_known(name: &str, known: &[&str]) -> bool {
+    let secret_file = name
+        .strip_suffix("_FILE")
+        .is_some_and(|setting| known.contains(&setting) && super::secret::is_secret(setting));
+    known.contains(&name) || secret_file
 }
 
 fn closest<'a>(name: &str, known: &[&'a str]) -> &'a str {
@@ -336,7 +345,7 @@ mod tests {
             }) {
                 read += 1;
                 assert!(
-                    known.contains(&name),
+                    is_known(name, &known),
                     "{} reads {name}, missing from config::checks::SETTINGS",
                     path.display()
                 );

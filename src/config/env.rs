@@ -132,22 +132,31 @@ pub(super) fn parse_nets(list: &str) -> Result<Vec<crate::http::net::Net>, Confi
         .collect()
 }
 
-/// DATABASE_URL must be a connection string the PostgreSQL client reads, checked before any
-/// attempt to connect (a typo would otherwise be retried as if the database were away). The
-/// value is shown with its password hidden, or not at all when it may hold one unmarked.
-pub(super) fn check_database_url(url: &str) -> Result<(), ConfigError> {
-    let Err(e) = url.parse::<postgres::Config>() else {
-        return Ok(());
+/// A connection string (`DATABASE_URL`, `CONSOLED_DATABASE_DIRECT_URL`) read into its target,
+/// before any attempt to connect (a typo would otherwise be retried as if the database were
+/// away; a TLS file missing would be found only at the first connection). The value is shown
+/// with its password hidden, or not at all when it may hold one unmarked.
+pub(super) fn database_target(
+    name: &str,
+    url: &str,
+    password: Option<&str>,
+) -> Result<crate::db::Target, ConfigError> {
+    let refused = match crate::db::Target::parse(url, password) {
+        Ok(target) => return Ok(target),
+        Err(refused) => refused,
     };
     let shown = if url.contains("://") {
-        format!("DATABASE_URL={:?}", redact_url(url))
+        format!("{name}={:?}", redact_url(url))
     } else if url.to_ascii_lowercase().contains("password") {
-        "DATABASE_URL (value not shown: it may hold a password)".to_string()
+        format!("{name} (value not shown: it may hold a password)")
     } else {
-        format!("DATABASE_URL={url:?}")
+        format!("{name}={url:?}")
     };
-    Err(ConfigError(format!(
-        "{shown} is not valid: expected a PostgreSQL URL such as \
-         postgres://user:password@127.0.0.1:5432/consoled ({e})"
-    )))
+    Err(ConfigError(match refused {
+        crate::db::target::Refused::Form(e) => format!(
+            "{shown} is not valid: expected a PostgreSQL URL such as \
+             postgres://user:password@127.0.0.1:5432/consoled ({e})"
+        ),
+        crate::db::target::Refused::Tls(e) => format!("{shown}: {e}"),
+    }))
 }

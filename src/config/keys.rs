@@ -36,9 +36,9 @@ pub const KEY_HELP: &str =
     "32 random bytes in base64 (`consoled keys generate` or `openssl rand -base64 32`)";
 
 pub(super) fn read(env: &Env) -> Result<KeySettings, ConfigError> {
-    let one = |name: &str| env.get(name).map(|v| parse(name, &v)).transpose();
+    let one = |name: &str| env.secret(name)?.map(|v| parse(name, &v)).transpose();
     let data_old = env
-        .get("CONSOLED_DATA_KEY_OLD")
+        .secret("CONSOLED_DATA_KEY_OLD")?
         .unwrap_or_default()
         .split([',', ' '])
         .filter(|s| !s.trim().is_empty())

@@ -7,6 +7,7 @@ pub mod checks;
 mod env;
 pub mod keys;
 pub mod oidc;
+pub mod secret;
 
 use std::collections::HashMap;
 use std::fmt;
@@ -14,7 +15,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use env::{check_database_url, invalid, parse_nets, url_var, Env};
+use env::{database_target, invalid, parse_nets, url_var, Env};
 pub use oidc::OidcConfig;
 
 /// OAuth client settings and endpoints of one identity provider.
@@ -47,6 +48,10 @@ pub struct Config {
     /// transaction-mode PgBouncer cannot carry: `LISTEN`, the migrations' session lock, the mail
     /// sender and the commands. `None`: `database_url`.
     pub database_direct_url: Option<String>,
+    /// `database_url` read (hosts, TLS): what the pool connects with.
+    pub database: crate::db::Target,
+    /// `database_direct_url` read, when set.
+    pub database_direct: Option<crate::db::Target>,
     /// `CONSOLED_DB_KEEP_STATEMENTS` (default true): the pool keeps named prepared statements per
     /// connection. False for a pool behind a transaction-mode PgBouncer older than 1.21, which
     /// cannot carry them: each statement is then sent unnamed (docs/OPERATIONS.md, "PgBouncer").
@@ -234,9 +239,16 @@ impl Config {
     pub fn from_vars(vars: HashMap<String, String>) -> Result<Config, ConfigError> {
         let env = Env(vars);
         let database_url = env
-            .get("DATABASE_URL")
+            .secret("DATABASE_URL")?
             .ok_or_else(|| ConfigError(DATABASE_URL_HELP.into()))?;
-        check_database_url(&database_url)?;
+        let database_password = env.secret("CONSOLED_DATABASE_PASSWORD")?;
+        let password = database_password.as_deref();
+        let database = database_target("DATABASE_URL", &database_url, password)?;
+        let database_direct_url = env.secret("CONSOLED_DATABASE_DIRECT_URL")?;
+        let database_direct = database_direct_url
+            .as_deref()
+            .map(|url| database_target("CONSOLED_DATABASE_DIRECT_URL", url, password))
+            .transpose()?;
         let listen = env.parse("CONSOLED_LISTEN", "127.0.0.1:8080".parse().unwrap())?;
         let base_url = url_var(&env, "CONSOLED_BASE_URL", "http://127.0.0.1:8080")?;
         let console_url = url_var(&env, "CONSOLED_CONSOLE_URL", &base_url)?;
@@ -244,13 +256,15 @@ impl Config {
         let hash_threads = env.parse("CONSOLED_HASH_THREADS", cores)?;
         let config = Config {
             database_url,
-            database_direct_url: env.get("CONSOLED_DATABASE_DIRECT_URL"),
+            database_direct_url,
+            database,
+            database_direct,
             listen,
             metrics_listen: env.optional("CONSOLED_METRICS_LISTEN")?,
             base_url: base_url.clone(),
             console_url,
             cookie_secure: env.bool("CONSOLED_COOKIE_SECURE", true)?,
-            smtp_url: env.get("CONSOLED_SMTP_URL"),
+            smtp_url: env.secret("CONSOLED_SMTP_URL")?,
             mail_from: env
                 .get("CONSOLED_MAIL_FROM")
                 .unwrap_or_else(|| "consoled@localhost".into()),
@@ -261,8 +275,8 @@ impl Config {
             mail_retry: env.seconds("CONSOLED_MAIL_RETRY_SECONDS", 1.0, 0.01..=300.0)?,
             mail_sender: env.bool("CONSOLED_MAIL_SENDER", true)?,
             mail_log_links: env.bool("CONSOLED_MAIL_LOG_LINKS", false)?,
-            github: provider(&env, "GITHUB", GITHUB_DEFAULTS),
-            google: provider(&env, "GOOGLE", GOOGLE_DEFAULTS),
+            github: provider(&env, "GITHUB", GITHUB_DEFAULTS)?,
+            google: provider(&env, "GOOGLE", GOOGLE_DEFAULTS)?,
             oidc: oidc::read(&env)?,
             oidc_refresh: env.seconds("CONSOLED_OIDC_REFRESH_SECONDS", 3600.0, 1.0..=86400.0)?,
             oauth_timeout: env.seconds("CONSOLED_OAUTH_TIMEOUT_SECONDS", 5.0, 0.01..=300.0)?,
@@ -446,15 +460,24 @@ const GOOGLE_DEFAULTS: [&str; 3] = [
     "https://openidconnect.googleapis.com/v1/userinfo",
 ];
 
-fn provider(env: &Env, name: &str, defaults: [&str; 3]) -> Option<ProviderConfig> {
-    let client_id = env.get(&format!("CONSOLED_{name}_CLIENT_ID"))?;
-    let client_secret = env.get(&format!("CONSOLED_{name}_CLIENT_SECRET"))?;
+fn provider(
+    env: &Env,
+    name: &str,
+    defaults: [&str; 3],
+) -> Result<Option<ProviderConfig>, ConfigError> {
+    let client_secret = env.secret(&format!("CONSOLED_{name}_CLIENT_SECRET"))?;
+    let (Some(client_id), Some(client_secret)) = (
+        env.get(&format!("CONSOLED_{name}_CLIENT_ID")),
+        client_secret,
+    ) else {
+        return Ok(None);
+    };
     let api_var = if name == "GITHUB" { "API" } else { "USERINFO" };
     let endpoint = |suffix: &str, default: &str| {
         env.get(&format!("CONSOLED_{name}_{suffix}_URL"))
             .unwrap_or_else(|| default.to_string())
     };
-    Some(ProviderConfig {
+    Ok(Some(ProviderConfig {
         client_id,
         client_secret,
         auth_url: endpoint("AUTH", defaults[0]),
@@ -462,7 +485,7 @@ fn provider(env: &Env, name: &str, defaults: [&str; 3]) -> Option<ProviderConfig
         api_url: endpoint(api_var, defaults[2])
             .trim_end_matches('/')
             .to_string(),
-    })
+    }))
 }
 
 #[cfg(test)]

@@ -156,23 +156,25 @@ fn check_name(name: &str, list: &str) -> Result<(), ConfigError> {
 
 fn provider(env: &Env, name: &str) -> Result<OidcConfig, ConfigError> {
     let var = |suffix: &str| variable(name, suffix);
-    let required = |suffix: &str| {
-        env.get(&var(suffix)).ok_or_else(|| {
-            ConfigError(format!(
-                "{} is not set: CONSOLED_OIDC_PROVIDERS lists {name}, which needs its issuer, \
-                 client id and client secret (docs/OPERATIONS.md, \"Company sign-in\")",
-                var(suffix)
-            ))
-        })
+    let missing = |variable: &str| {
+        ConfigError(format!(
+            "{variable} is not set: CONSOLED_OIDC_PROVIDERS lists {name}, which needs its issuer, \
+             client id and client secret (docs/OPERATIONS.md, \"Company sign-in\")"
+        ))
     };
+    let required = |suffix: &str| env.get(&var(suffix)).ok_or_else(|| missing(&var(suffix)));
     let issuer = required("ISSUER")?.trim().to_string();
     check_issuer(&var("ISSUER"), &issuer)?;
     let p = OidcConfig {
         name: name.to_string(),
         issuer,
         client_id: required("CLIENT_ID")?.trim().to_string(),
-        // Read through `Env::get`, as every secret, so that it may come from a file as they do.
-        client_secret: required("CLIENT_SECRET")?.trim().to_string(),
+        // A secret: also from `<NAME>_FILE` or a systemd credential (`config::secret`).
+        client_secret: env
+            .secret(&var("CLIENT_SECRET"))?
+            .ok_or_else(|| missing(&var("CLIENT_SECRET")))?
+            .trim()
+            .to_string(),
         scopes: scopes(&var("SCOPES"), env.get(&var("SCOPES")))?,
         display_name: display_name(&var("DISPLAY_NAME"), env.get(&var("DISPLAY_NAME")), name)?,
         domains: domains(
@@ -359,6 +361,11 @@ fn check_exclusive_domains(providers: &[OidcConfig]) -> Result<(), ConfigError> 
 pub fn check_variable(name: &str, vars: &HashMap<String, String>) -> Option<Result<(), String>> {
     // Spelt in two parts so that the tests that collect setting names do not take it for one.
     let rest = name.strip_prefix(concat!("CONSOLED", "_OIDC_"))?;
+    // The client secret's file form (`config::secret`) belongs to its provider as the secret does.
+    let rest = match rest.strip_suffix("_FILE") {
+        Some(setting) if setting.ends_with("_CLIENT_SECRET") => setting,
+        _ => rest,
+    };
     let suffix = SUFFIXES
         .iter()
         .find(|s| rest.len() > s.len() + 1 && rest.ends_with(&format!("_{s}")))?;

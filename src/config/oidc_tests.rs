@@ -152,9 +152,34 @@ fn provider_variables_are_checked_against_the_list() {
     );
     let secret = check_variable("CONSOLED_OIDC_MY_IDP_CLIENT_SECRET", &vars);
     assert_eq!(secret, Some(Ok(())));
+    // The secret's file form is the provider's too; no other setting has one.
+    let file = check_variable("CONSOLED_OIDC_MY_IDP_CLIENT_SECRET_FILE", &vars);
+    assert_eq!(file, Some(Ok(())));
+    assert_eq!(
+        check_variable("CONSOLED_OIDC_CORP_ISSUER_FILE", &vars),
+        None
+    );
     let other = check_variable("CONSOLED_OIDC_OTHER_ISSUER", &vars).unwrap();
     assert!(other.unwrap_err().contains("named other"));
     // Not a provider's setting: left to the general check (a misspelling, named as such).
     assert_eq!(check_variable("CONSOLED_OIDC_CORP_ISUER", &vars), None);
     assert_eq!(check_variable("CONSOLED_WORKERS", &vars), None);
+}
+
+/// A provider's client secret, as every secret, may come from a file instead (`config::secret`),
+/// never from two places.
+#[test]
+fn the_client_secret_may_come_from_a_file() {
+    let dir = std::env::temp_dir().join(format!("consoled-oidc-secret-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("corp");
+    std::fs::write(&file, "from-a-file\n").unwrap();
+    let path = file.to_str().unwrap();
+    let mut pairs: Vec<(&str, &str)> = CORP[..3].to_vec();
+    pairs.push(("CONSOLED_OIDC_CORP_CLIENT_SECRET_FILE", path));
+    assert_eq!(read(&env(&pairs)).unwrap()[0].client_secret, "from-a-file");
+    let both = with(&[("CONSOLED_OIDC_CORP_CLIENT_SECRET_FILE", path)]).unwrap_err();
+    assert!(both.0.contains("two places"), "{}", both.0);
+    assert!(!both.0.contains("s3cret") && !both.0.contains("from-a-file"));
+    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -17,6 +17,8 @@ pub mod reach;
 pub mod recovery_codes;
 pub mod sessions;
 pub mod sql;
+pub mod target;
+pub mod tls;
 pub mod tokens;
 pub mod totp;
 pub mod users;
@@ -24,53 +26,37 @@ pub mod visibility;
 
 use std::time::Duration;
 
-use postgres::{Client, Config as PgConfig, NoTls};
+use postgres::Client;
 use r2d2_postgres::PostgresConnectionManager;
 
 use crate::config::Config;
 use crate::error::ApiError;
 
 pub use sql::{Db, Sql, Tx};
+pub use target::Target;
 
 pub type Pool = r2d2::Pool<sql::Manager>;
 pub type Conn = r2d2::PooledConnection<sql::Manager>;
 
 /// Connection settings with the timeouts the defaults lack: a dead or half-open database must
 /// turn into an error within seconds, never a hang.
-pub fn pg_config(config: &Config, application_name: &str) -> Result<PgConfig, String> {
-    with_timeouts(
-        &config.database_url,
-        "DATABASE_URL",
-        config,
-        application_name,
-    )
+pub fn pg_config(config: &Config, application_name: &str) -> Target {
+    with_timeouts(&config.database, config, application_name)
 }
 
 /// Settings of a session connection to PostgreSQL itself (`CONSOLED_DATABASE_DIRECT_URL`, else
 /// `DATABASE_URL`): the listener, migrations, the mail sender, the commands.
-pub fn direct_pg_config(config: &Config, application_name: &str) -> Result<PgConfig, String> {
-    match &config.database_direct_url {
-        Some(url) => with_timeouts(
-            url,
-            "CONSOLED_DATABASE_DIRECT_URL",
-            config,
-            application_name,
-        ),
-        None => pg_config(config, application_name),
-    }
+pub fn direct_pg_config(config: &Config, application_name: &str) -> Target {
+    let target = config.database_direct.as_ref().unwrap_or(&config.database);
+    with_timeouts(target, config, application_name)
 }
 
-fn with_timeouts(
-    url: &str,
-    name: &str,
-    config: &Config,
-    application_name: &str,
-) -> Result<PgConfig, String> {
-    let mut pg: PgConfig = url
-        .parse()
-        .map_err(|e| format!("{name} is not a valid PostgreSQL URL: {e}"))?;
+fn with_timeouts(target: &Target, config: &Config, application_name: &str) -> Target {
+    let mut target = target.clone();
     let t = config.db_timeout;
-    pg.application_name(application_name)
+    target
+        .pg
+        .application_name(application_name)
         .connect_timeout(t)
         .keepalives(true)
         .keepalives_idle(Duration::from_secs(10))
@@ -83,29 +69,29 @@ fn with_timeouts(
             "-c statement_timeout={} -c client_min_messages=warning",
             (t * 2).as_millis()
         ));
-    Ok(pg)
+    target
 }
 
-pub fn pool(config: &Config) -> Result<Pool, String> {
+pub fn pool(config: &Config) -> Pool {
     // Without kept statements (a transaction-mode PgBouncer < 1.21), types come from the
     // direct connection.
     let describer = (!config.db_keep_statements)
         .then(|| direct_pg_config(config, "consoled-describe"))
-        .transpose()?
-        .map(|pg| std::sync::Arc::new(sql::Describer::new(pg)));
+        .map(|target| std::sync::Arc::new(sql::Describer::new(target)));
+    let target = pg_config(config, "consoled");
     let manager = sql::Manager(
-        PostgresConnectionManager::new(pg_config(config, "consoled")?, NoTls),
+        PostgresConnectionManager::new(target.pg, target.tls),
         describer,
     );
     // build_unchecked: the pool must come up (and answer 503) while the database is away.
-    Ok(r2d2::Pool::builder()
+    r2d2::Pool::builder()
         .max_size(config.db_pool_size)
         .min_idle(Some(1))
         .connection_timeout(config.db_timeout)
         .test_on_check_out(true)
         // Failed connection attempts are reported to `health` (one line per outage).
         .error_handler(Box::new(r2d2::NopErrorHandler))
-        .build_unchecked(manager))
+        .build_unchecked(manager)
 }
 
 /// A dedicated connection outside the pool (the change listener, migrations, commands).
@@ -116,11 +102,21 @@ pub fn connect(config: &Config, application_name: &str) -> Result<Client, String
 /// `connect`, with the failure explained and marked as worth retrying or not. Direct: to
 /// `CONSOLED_DATABASE_DIRECT_URL` when set (never through a transaction-mode PgBouncer).
 pub fn try_connect(config: &Config, application_name: &str) -> Result<Client, reach::Unreachable> {
-    let pg = direct_pg_config(config, application_name).map_err(|message| reach::Unreachable {
-        message,
-        retry: false,
-    })?;
-    pg.connect(NoTls).map_err(|e| reach::explain(&pg, &e))
+    let target = direct_pg_config(config, application_name);
+    target
+        .pg
+        .connect(target.tls.clone())
+        .map_err(|e| reach::explain(&target, &e))
+}
+
+/// Whether the server of `client` takes no writes now: a standby, or a primary demoted or
+/// fenced (`default_transaction_read_only`) during a failover. One round trip.
+pub fn read_only(client: &mut Client) -> Result<bool, postgres::Error> {
+    let rows = client.simple_query("SHOW transaction_read_only")?;
+    Ok(rows.iter().any(|m| match m {
+        postgres::SimpleQueryMessage::Row(row) => row.get(0) == Some("on"),
+        _ => false,
+    }))
 }
 
 /// A pooled connection, or 503 `unavailable`.

@@ -23,7 +23,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use postgres::types::{ToSql, Type};
-use postgres::{Client, Error, NoTls, Row, Statement, Transaction};
+use postgres::{Client, Error, Row, Statement, Transaction};
 use r2d2_postgres::PostgresConnectionManager;
 
 /// Statements kept per connection at most (we have about a hundred).
@@ -39,9 +39,13 @@ pub trait Sql {
     fn execute(&mut self, sql: &str, params: Params) -> Result<u64, Error>;
 }
 
-/// Statements prepared on one connection, by their text.
+/// Statements prepared on one connection, by their text, and whether its server refused a
+/// write as read-only (then the connection must not serve again: `Manager::has_broken`).
 #[derive(Default)]
-struct Kept(HashMap<String, Statement>);
+struct Kept {
+    statements: HashMap<String, Statement>,
+    read_only: bool,
+}
 
 impl Kept {
     fn get(
@@ -49,14 +53,14 @@ impl Kept {
         client: &mut impl postgres::GenericClient,
         sql: &str,
     ) -> Result<Statement, Error> {
-        if let Some(statement) = self.0.get(sql) {
+        if let Some(statement) = self.statements.get(sql) {
             return Ok(statement.clone());
         }
         let statement = client.prepare(sql)?;
         // Our statements are a fixed set; a bound keeps a mistake (text built from values) from
         // growing the map without end.
-        if self.0.len() < MAX_KEPT {
-            self.0.insert(sql.to_string(), statement.clone());
+        if self.statements.len() < MAX_KEPT {
+            self.statements.insert(sql.to_string(), statement.clone());
         }
         Ok(statement)
     }
@@ -65,7 +69,17 @@ impl Kept {
     /// again next time.
     fn failed<T>(&mut self, sql: &str, result: Result<T, Error>) -> Result<T, Error> {
         if result.is_err() {
-            self.0.remove(sql);
+            self.statements.remove(sql);
+        }
+        self.note(result)
+    }
+
+    /// Marks the connection when its server turned read-only under it (a primary demoted or
+    /// fenced during a failover): it is dropped when it returns to the pool, and the next one
+    /// is made to a writable server.
+    fn note<T>(&mut self, result: Result<T, Error>) -> Result<T, Error> {
+        if let Err(e) = &result {
+            self.read_only |= crate::error::is_read_only(e);
         }
         result
     }
@@ -74,7 +88,7 @@ impl Kept {
 /// Parameter types by statement text, learnt on a direct connection (never through the pool:
 /// preparing there is what breaks), for a pool that sends its statements unnamed.
 pub struct Describer {
-    config: postgres::Config,
+    target: super::Target,
     state: Mutex<Described>,
 }
 
@@ -82,10 +96,10 @@ pub struct Describer {
 type Described = (Option<Client>, HashMap<String, Arc<[Type]>>);
 
 impl Describer {
-    /// Describes statements on connections made with `config` (the direct URL).
-    pub fn new(config: postgres::Config) -> Describer {
+    /// Describes statements on connections made to `target` (the direct URL).
+    pub fn new(target: super::Target) -> Describer {
         Describer {
-            config,
+            target,
             state: Mutex::new((None, HashMap::new())),
         }
     }
@@ -96,7 +110,7 @@ impl Describer {
             return Ok(types.clone());
         }
         if state.0.as_ref().is_none_or(|c| c.is_closed()) {
-            state.0 = Some(self.config.connect(NoTls)?);
+            state.0 = Some(self.target.pg.connect(self.target.tls.clone())?);
         }
         let client = state.0.as_mut().expect("connected above");
         // In a transaction, so that the statement is closed on the same server connection even
@@ -170,7 +184,8 @@ macro_rules! run {
             None => kept!($self.kept, $self.$client, $sql, $call, $params),
             Some(describer) => {
                 let types = describer.types($sql)?;
-                $self.$client.$typed($sql, &typed($params, &types))
+                let result = $self.$client.$typed($sql, &typed($params, &types));
+                $self.kept.note(result)
             }
         }
     }};
@@ -225,17 +240,36 @@ prepared_each_time!(Transaction<'_>);
 /// The pool's connection manager: r2d2_postgres's, with the kept statements beside each client
 /// (or the describer, when statements are sent unnamed).
 pub struct Manager(
-    pub PostgresConnectionManager<NoTls>,
+    pub PostgresConnectionManager<super::tls::Tls>,
     pub Option<Arc<Describer>>,
 );
 
+/// Why the pool could not make or hand out a connection.
+#[derive(Debug)]
+pub enum Unusable {
+    Db(Error),
+    /// The server takes no writes (a standby, or a primary demoted or fenced).
+    ReadOnly,
+}
+
+impl std::fmt::Display for Unusable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Unusable::Db(e) => write!(f, "{}", super::health::cause(e)),
+            Unusable::ReadOnly => f.write_str("the database server is read-only now"),
+        }
+    }
+}
+
+impl std::error::Error for Unusable {}
+
 impl r2d2::ManageConnection for Manager {
     type Connection = Db;
-    type Error = Error;
+    type Error = Unusable;
 
     /// Reports to `health` (the pool's own error handler, which logged every failed attempt,
     /// is off).
-    fn connect(&self) -> Result<Db, Error> {
+    fn connect(&self) -> Result<Db, Unusable> {
         match self.0.connect() {
             Ok(client) => {
                 super::health::ok();
@@ -247,16 +281,23 @@ impl r2d2::ManageConnection for Manager {
             }
             Err(e) => {
                 super::health::failed("pool", &super::health::cause(&e));
-                Err(e)
+                Err(Unusable::Db(e))
             }
         }
     }
 
-    fn is_valid(&self, db: &mut Db) -> Result<(), Error> {
-        self.0.is_valid(&mut db.client)
+    /// The check on every checkout, one round trip as before (it was an empty query): a
+    /// connection whose server is read-only now (a primary demoted or fenced while it sat in
+    /// the pool) is not handed out but dropped.
+    fn is_valid(&self, db: &mut Db) -> Result<(), Unusable> {
+        if super::read_only(&mut db.client).map_err(Unusable::Db)? {
+            db.kept.read_only = true;
+            return Err(Unusable::ReadOnly);
+        }
+        Ok(())
     }
 
     fn has_broken(&self, db: &mut Db) -> bool {
-        self.0.has_broken(&mut db.client)
+        db.kept.read_only || self.0.has_broken(&mut db.client)
     }
 }

@@ -17,7 +17,7 @@ pub struct Core {
     pub metrics: Arc<Metrics>,
     pub stopping: Arc<AtomicBool>,
     /// Settings of the listener's own connection (never a pooled one).
-    pub listen_db: postgres::Config,
+    pub listen_db: db::Target,
     pub session_idle: Duration,
     /// Checked sessions and tokens (`identity`), forgotten on the listener's news of them.
     pub checked: Arc<crate::identity::Checked>,

@@ -197,8 +197,8 @@ impl History {
         while let Some(front) = self.entries.front() {
             let over = self.entries.len() > self.limits.changes;
             // The newest stays, however old: it marks where the present starts.
-            let old = self.entries.len() > 1
-                && now.saturating_duration_since(front.at) > self.limits.age;
+            let old =
+                self.entries.len() > 1 && now.saturating_duration_since(front.at) > self.limits.age;
             if !(over || old) {
                 return;
             }

@@ -97,6 +97,35 @@ struct Index {
     just_left: HashMap<i64, HashSet<i64>>,
 }
 
+impl Index {
+    /// Indexes stream `id` by its scope. For a session stream whose user has no other stream
+    /// here, the version to pass to `set_orgs` after reading the user's organizations.
+    fn insert(&mut self, id: u64, sub: Arc<Sub>) -> Option<u64> {
+        let scope = sub.scope;
+        self.subs.insert(id, sub);
+        match scope {
+            Scope::Token {
+                token_id,
+                project_id,
+            } => {
+                add(&mut self.by_project, project_id, id);
+                add(&mut self.by_token, token_id, id);
+                None
+            }
+            Scope::Session {
+                session_id,
+                user_id,
+                ..
+            } => {
+                add(&mut self.by_session, session_id, id);
+                let user = self.users.entry(user_id).or_default();
+                user.streams.insert(id);
+                (!user.loaded).then_some(user.version)
+            }
+        }
+    }
+}
+
 pub struct Hub {
     index: Mutex<Index>,
     next_id: AtomicU64,
@@ -188,29 +217,7 @@ impl Hub {
             rx: rx.clone(),
             signals: signals.clone(),
         });
-        let mut ix = self.lock();
-        ix.subs.insert(id, sub);
-        let needs_orgs = match scope {
-            Scope::Token {
-                token_id,
-                project_id,
-            } => {
-                add(&mut ix.by_project, project_id, id);
-                add(&mut ix.by_token, token_id, id);
-                None
-            }
-            Scope::Session {
-                session_id,
-                user_id,
-                ..
-            } => {
-                add(&mut ix.by_session, session_id, id);
-                let user = ix.users.entry(user_id).or_default();
-                user.streams.insert(id);
-                (!user.loaded).then_some(user.version)
-            }
-        };
-        drop(ix);
+        let needs_orgs = self.lock().insert(id, sub);
         let subscription = Subscription {
             hub: self.clone(),
             id,

@@ -32,6 +32,11 @@ const FIRST_BACKOFF: Duration = Duration::from_millis(100);
 const MAX_BACKOFF: Duration = Duration::from_secs(5);
 /// A connection that lived this long was healthy: the next reconnect starts with a short wait.
 const HEALTHY: Duration = Duration::from_secs(5);
+/// How often an idle listener asks whether its server still takes writes. A primary demoted or
+/// fenced read-only in a failover stays up, and no change is committed (so none announced)
+/// there any more: the listener must move to the new primary rather than wait for this one to
+/// go away.
+const WRITABLE_CHECK: Duration = Duration::from_secs(1);
 
 /// `application_name` of the listening connection (visible in `pg_stat_activity`).
 pub fn application_name(instance_id: &str) -> String {
@@ -52,16 +57,14 @@ pub fn start(core: Arc<Core>, ready_within: Duration) -> std::io::Result<thread:
 }
 
 fn run(core: &Core, ready: &crossbeam_channel::Sender<()>) {
-    let name = application_name(&core.hub.leases.instance_id);
     let mut backoff = FIRST_BACKOFF;
     let mut connected_once = false;
     while !core.stopping.load(Ordering::SeqCst) {
         let started = Instant::now();
-        let connected = core
-            .listen_db
-            .clone()
-            .application_name(&name)
-            .connect(postgres::NoTls)
+        let target = &core.listen_db;
+        let connected = target
+            .pg
+            .connect(target.tls.clone())
             .map_err(|e| crate::db::health::cause(&e));
         match connected {
             Ok(mut client) => {
@@ -105,6 +108,7 @@ fn listen(
     client: &mut Client,
     ready: &crossbeam_channel::Sender<()>,
 ) -> Result<(), String> {
+    writable(client)?;
     client
         .batch_execute(&format!(
             "LISTEN {CHANGE_CHANNEL}; LISTEN {CONTROL_CHANNEL}"
@@ -120,6 +124,7 @@ fn listen(
         log::info!("change listener connected: {streams} streams told to resync");
     }
     let _ = ready.try_send(());
+    let mut checked = Instant::now();
     while !core.stopping.load(Ordering::SeqCst) {
         let first = client.notifications().timeout_iter(POLL).next();
         let batch = match first {
@@ -135,11 +140,29 @@ fn listen(
             }
             Err(e) => return Err(crate::db::health::cause(&e)),
             Ok(None) if client.is_closed() => return Err("connection closed".into()),
+            Ok(None) if checked.elapsed() >= WRITABLE_CHECK => {
+                writable(client)?;
+                checked = Instant::now();
+                continue;
+            }
             Ok(None) => continue,
         };
         for n in batch {
             handle(core, client, &mut concerns, &n).map_err(|e| crate::db::health::cause(&e))?;
         }
+    }
+    Ok(())
+}
+
+/// `Err` when the server takes no writes (a standby, or a primary demoted or fenced): changes
+/// are committed, and announced, elsewhere.
+fn writable(client: &mut Client) -> Result<(), String> {
+    if crate::db::read_only(client).map_err(|e| crate::db::health::cause(&e))? {
+        return Err(
+            "the database server is read-only now (a standby, or a primary demoted or \
+                    fenced in a failover): listening elsewhere"
+                .into(),
+        );
     }
     Ok(())
 }

@@ -23,7 +23,7 @@ mod stream_tests;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use crate::admission::{PrincipalPlace, Slot, Ticket};
+use crate::admission::{PrincipalPlace, SharePlace, StreamPlace};
 use crate::metrics::Metrics;
 
 pub use change::Change;
@@ -43,7 +43,7 @@ pub struct StreamPlan {
     _lease: Lease,
     /// The instance's stream place, the client's share and the principal's place here, held
     /// while the stream lives.
-    _admitted: (Slot, Ticket, PrincipalPlace),
+    _admitted: (StreamPlace, SharePlace, PrincipalPlace),
     timing: Timing,
     /// The first events: `READY`, or `history::RESUMED` and the changes missed.
     opening: Vec<Msg>,
@@ -55,7 +55,7 @@ impl StreamPlan {
     pub fn new(
         sub: Subscription,
         lease: Lease,
-        admitted: (Slot, Ticket, PrincipalPlace),
+        admitted: (StreamPlace, SharePlace, PrincipalPlace),
         timing: Timing,
         opening: Vec<Msg>,
         metrics: Arc<Metrics>,

@@ -61,7 +61,7 @@ impl<T> FairQueue<T> {
 
     fn place(&self, s: &State<T>, client: Client) -> Result<HashPlace, crate::admission::Refusal> {
         self.gate
-            .place(client, s.queued, &s.held, |c| s.waiting.contains_key(c))
+            .admit(client, s.queued, &s.held, |c| s.waiting.contains_key(c))
     }
 
     pub fn push(&self, client: Client, item: T) -> Pushed<T> {

@@ -10,6 +10,10 @@
 //!   on undecoded. (It refuses `Transfer-Encoding` together with `Content-Length`, and a coding
 //!   list whose last element is not `chunked`, itself, with an empty 400 that also closes.)
 //!
+//! - No header line may start with a space or a tab (§5.2: obsolete line folding). tiny_http_fork
+//!   trims such a line and reads it as a header of its own, so a folded `Content-Length` would
+//!   frame the request here while a front end that joins folds sees another request.
+//!
 //! Each is refused with 400, and the connection closes after the answer: nothing sent behind
 //! such a head is read as a request.
 //!
@@ -28,6 +32,8 @@ pub struct Head<'a> {
     pub host: Vec<&'a str>,
     pub content_length: Vec<&'a str>,
     pub transfer_encoding: Vec<&'a str>,
+    /// A line starts with a space or a tab (a fold; `raw_head` keeps such a line's start).
+    pub folded: bool,
 }
 
 impl<'a> Head<'a> {
@@ -45,6 +51,7 @@ impl<'a> Head<'a> {
             host: named("host"),
             content_length: named("content-length"),
             transfer_encoding: named("transfer-encoding"),
+            folded: lines.iter().any(|(n, _)| n.starts_with([' ', '\t'])),
         }
     }
 }
@@ -100,6 +107,10 @@ pub fn check_before_parser(head: &Head) -> Result<(), ApiError> {
         return Err(ApiError::invalid("HTTP version", "1.0 or 1.1")
             .message("Only HTTP/1.0 and HTTP/1.1 are served here."));
     }
+    if head.folded {
+        return Err(ApiError::invalid("header line", "no line folding")
+            .message("A header line cannot start with a space or a tab (line folding)."));
+    }
     check(head)?;
     if !head.transfer_encoding.is_empty() && !head.content_length.is_empty() {
         return Err(
@@ -122,7 +133,8 @@ pub fn check_before_parser(head: &Head) -> Result<(), ApiError> {
 pub struct RawHead {
     /// (major, minor)
     pub version: (u8, u8),
-    /// Every header line: lower-case name, trimmed value.
+    /// Every header line: lower-case name, trimmed value; a folded line (one that starts with a
+    /// space or a tab) whole, as its name, untrimmed.
     pub lines: Vec<(String, String)>,
     /// Its length on the wire, the blank line included.
     pub len: usize,
@@ -152,6 +164,9 @@ pub fn raw_head(bytes: &[u8]) -> Option<RawHead> {
     };
     let lines = lines
         .map(|line| {
+            if line.starts_with([' ', '\t']) {
+                return Some((line.to_string(), String::new()));
+            }
             let (name, value) = line.split_once(':')?;
             Some((name.trim().to_ascii_lowercase(), value.trim().to_string()))
         })
@@ -197,6 +212,7 @@ mod tests {
             host: host.into_iter().collect(),
             content_length: length.into_iter().collect(),
             transfer_encoding: vec![],
+            folded: false,
         })
         .is_ok()
     }
@@ -299,6 +315,20 @@ mod tests {
             line("transfer-encoding", "chunked;x=1")
         ]));
         assert!(!refused(&[line("host", "a"), line("content-length", "5")]));
+    }
+
+    #[test]
+    fn a_folded_line_is_refused_before_the_parser_and_frames_nothing() {
+        for raw in [
+            "POST / HTTP/1.1\r\nHost: a\r\n Content-Length: 5\r\n\r\n",
+            "GET / HTTP/1.1\r\n\tcontinued\r\nHost: a\r\n\r\n",
+        ] {
+            let h = raw_head(raw.as_bytes()).expect("read, folds and all");
+            let head = Head::of(h.version, &h.lines);
+            assert!(head.content_length.is_empty(), "a fold frames nothing");
+            let e = check_before_parser(&head).unwrap_err();
+            assert_eq!(e.more.details.unwrap()["field"], "header line", "{raw:?}");
+        }
     }
 
     #[test]

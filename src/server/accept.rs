@@ -1,45 +1,42 @@
-//! The accept loop: takes each connection, from whichever of the address's listening sockets
-//! (`listeners`) holds one, through tiny_http, learns its socket exactly
-//! (`accepted`: the descriptor tiny_http's accept returned on this thread), and queues it for a
-//! thread of its own (`spares`: a waiting one, or one the spawner makes; this loop makes none) —
-//! unless this process is at its capacity (503) or the client's address holds its share of
-//! connections (429). Either refusal is a complete JSON response written
-//! without a thread and followed by a clean end (the 503's socket lingers, `linger`; tiny_http
-//! shuts the 429's), and each kind is logged once per episode, not once per connection.
+//! The accept loop: admits each connection and hands it over. It takes a connection from
+//! whichever of the address's listening sockets (`listeners`) holds one, through tiny_http, learns
+//! its socket exactly (`os::accept`), admits it (a place in this process's capacity, its client's
+//! share) and queues it, as a `Connection`, for a thread of its own (`spares`: a waiting one, or
+//! one the spawner makes; this loop makes none). Past the capacity (503) or the client's share
+//! (429) it refuses instead, with a complete JSON response written without a thread and followed
+//! by a clean end (the 503's socket lingers, `linger`; tiny_http shuts the 429's); each kind is
+//! logged once per episode, not once per connection.
 
 use std::io;
 use std::net::{SocketAddr, TcpListener};
-use std::os::fd::AsRawFd;
+use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::Sender;
-
-use super::conn;
-use super::guard::Guard;
+use super::connection::Connection;
+use super::exit;
 use super::linger::Lingering;
-use super::shared::{Incoming, Shared};
-use super::{accepted, exit};
-use crate::admission::Ticket;
-use crate::admission::{Full, Refusal};
+use super::state::ServerState;
+use crate::admission::{ConnectionPlace, Full, Refusal, SharePlace};
 use crate::error::ApiError;
 use crate::http::client::Client;
-use crate::sock;
+use crate::os::poll::wait_readable;
+use crate::os::{self, ClientSocket};
 
 /// Stack of a connection thread: tiny_http's head parser, our body reader and, for a stream,
-/// the stream loop; none needs much.
+/// the stream loop; none needs much (its use is measured: `tests/stream_cost.rs`).
 pub const CONNECTION_STACK: usize = 128 * 1024;
 
 /// How long a full server waits for room before it refuses what waits to be accepted.
 const ADMISSION_WAIT: Duration = Duration::from_secs(1);
 
-/// Logs a condition once when it starts, and again only after it has cleared.
+/// A condition logged once when it starts, and again only after it has cleared.
 #[derive(Default)]
-struct Once(AtomicBool);
+struct LoggedOnce(AtomicBool);
 
-impl Once {
+impl LoggedOnce {
     fn set(&self, msg: impl FnOnce() -> String) {
         if !self.0.swap(true, Ordering::Relaxed) {
             log::warn!("{}", msg());
@@ -53,13 +50,7 @@ impl Once {
 
 /// Takes connections from every socket of `listeners` (all on one address: `listeners`) until
 /// the server stops.
-pub fn run(
-    listeners: &[TcpListener],
-    guard: &Arc<Guard>,
-    queue: Sender<Incoming>,
-    shared: &Arc<Shared>,
-) {
-    let fds: Vec<_> = listeners.iter().map(AsRawFd::as_raw_fd).collect();
+pub fn run(listeners: &[TcpListener], state: &Arc<ServerState>) {
     let Ok(tiny) = listeners
         .iter()
         .map(|l| l.try_clone().map(tiny_http::Listener::from))
@@ -68,97 +59,162 @@ pub fn run(
         log::error!("cannot clone the listening sockets");
         return;
     };
-    let mut door = Door {
+    let mut accepting = AcceptLoop {
         ssl: tiny_http::SslContextWrap::build_ssl_capabilities(None).expect("no TLS configured"),
-        guard,
-        queue,
-        shared,
-        full: Once::default(),
+        state,
+        full: LoggedOnce::default(),
         full_since: None,
         lingering: Lingering::default(),
     };
-    while !shared.app.stopping.load(Ordering::SeqCst) {
-        let wait = if door.lingering.is_empty() {
+    let fds: Vec<_> = listeners.iter().map(AsFd::as_fd).collect();
+    while !state.app.stopping.load(Ordering::SeqCst) {
+        let wait = if accepting.lingering.is_empty() {
             Duration::from_secs(1)
         } else {
             Duration::from_millis(50)
         };
-        let readable = sock::wait_any_readable(&fds, wait);
-        door.lingering.look(&shared.connections);
-        let readable = match readable {
-            Ok(readable) => readable,
+        let readable = wait_readable(&fds, wait);
+        accepting.lingering.look(&state.connections);
+        match readable {
+            // One connection from each socket that has one, in turn.
+            Ok(readable) => (0..listeners.len())
+                .filter(|i| readable[*i])
+                .for_each(|i| accepting.take_one(&listeners[i], &tiny[i])),
             Err(e) => {
                 log::warn!("poll on the listeners: {e}");
                 thread::sleep(Duration::from_millis(50));
-                continue;
             }
-        };
-        // One connection from each socket that has one, in turn.
-        for (i, _) in readable.iter().enumerate().filter(|(_, r)| **r) {
-            door.take_one(&listeners[i], &tiny[i]);
         }
     }
     log::debug!("accept loop stopped");
 }
 
 /// The accept loop's state.
-struct Door<'a> {
+struct AcceptLoop<'a> {
     ssl: tiny_http::SslContextWrap,
-    guard: &'a Arc<Guard>,
-    queue: Sender<Incoming>,
-    shared: &'a Arc<Shared>,
+    state: &'a Arc<ServerState>,
     /// The capacity refusal, logged once per episode.
-    full: Once,
+    full: LoggedOnce,
     /// Since when descriptors have been short.
     full_since: Option<Instant>,
     /// Refused connections whose answer is still on its way.
     lingering: Lingering,
 }
 
-impl Door<'_> {
-    /// Takes the next connection waiting on `listener` (`tiny`: tiny_http's view of it): refused
-    /// (503) when this process is full, else accepted through tiny_http (`accept_one`).
+impl AcceptLoop<'_> {
+    /// Takes the next connection waiting on `listener` (`tiny`: tiny_http's view of it):
+    /// admitted to this process's capacity and accepted through tiny_http (`accept_one`), or
+    /// refused (503) when the process is full.
     fn take_one(&mut self, listener: &TcpListener, tiny: &tiny_http::Listener) {
-        let shared = self.shared;
-        if let Some(why) = shared.connections.full() {
-            // Connections being answered hold a second descriptor until they stream or close:
-            // during a burst of stream requests, descriptors come back within moments, and the
-            // kernel's backlog holds the newcomers meanwhile. Refuse only when they do not.
-            let since = *self.full_since.get_or_insert_with(Instant::now);
-            if why == Full::Descriptors && since.elapsed() < ADMISSION_WAIT {
-                thread::sleep(Duration::from_millis(5));
-                return;
+        let why = match self.state.connections.admit() {
+            Ok(place) => {
+                self.full.clear();
+                self.full_since = None;
+                return self.accept_one(tiny, place);
             }
-            self.full.set(|| {
-                format!(
-                    "at capacity ({} connections or {} descriptors): refusing new connections",
-                    shared.app.capacity.max_connections, shared.app.capacity.fd_budget
-                )
-            });
-            refuse_next(listener, shared, &mut self.lingering);
+            Err(why) => why,
+        };
+        // Connections being answered hold a second descriptor until they stream or close:
+        // during a burst of stream requests, descriptors come back within moments, and the
+        // kernel's backlog holds the newcomers meanwhile. Refuse only when they do not.
+        let since = *self.full_since.get_or_insert_with(Instant::now);
+        if why == Full::Descriptors && since.elapsed() < ADMISSION_WAIT {
+            thread::sleep(Duration::from_millis(5));
             return;
         }
-        self.full.clear();
-        self.full_since = None;
-        accept_one(tiny, &self.ssl, self.guard, &self.queue, shared);
+        let capacity = &self.state.app.capacity;
+        self.full.set(|| {
+            format!(
+                "at capacity ({} connections or {} descriptors): refusing new connections",
+                capacity.max_connections, capacity.fd_budget
+            )
+        });
+        self.refuse_next(listener);
     }
-}
 
-/// Accepts one connection ourselves (one descriptor, no thread) and refuses it with 503.
-fn refuse_next(listener: &TcpListener, shared: &Shared, lingering: &mut Lingering) {
-    match listener.accept() {
-        Ok((socket, peer)) => {
-            let e = ApiError::from(Refusal::ConnectionsFull);
-            let metrics = &shared.app.metrics;
-            exit::refuse_raw(metrics, socket.as_raw_fd(), Some(peer), "accept", &e);
-            lingering.add(socket, &shared.connections);
-            shared
-                .app
-                .metrics
-                .connections_refused
+    /// Accepts one connection ourselves (one descriptor, no thread) and refuses it with 503.
+    fn refuse_next(&mut self, listener: &TcpListener) {
+        let state = self.state;
+        match listener.accept() {
+            Ok((socket, peer)) => {
+                let e = ApiError::from(Refusal::ConnectionsFull);
+                let metrics = &state.app.metrics;
+                exit::refuse_raw(metrics, socket.as_fd(), Some(peer), "accept", &e);
+                self.lingering.add(socket, &state.connections);
+                metrics.connections_refused.fetch_add(1, Ordering::Relaxed);
+            }
+            Err(e) => accept_failed(&e),
+        }
+    }
+
+    /// Accepts one connection through tiny_http, with the `place` it was admitted to, and hands
+    /// it over to a thread of its own, unless its client holds its share.
+    fn accept_one(&mut self, tiny: &tiny_http::Listener, place: ConnectionPlace) {
+        os::accept::clear();
+        let parser = match tiny_http::Server::accept_connection(tiny, &self.ssl) {
+            Ok(Some(parser)) => parser,
+            Ok(None) => return,
+            Err(e) => return accept_failed(&e),
+        };
+        let Some(socket) = self.socket_of(tiny) else {
+            return;
+        };
+        let peer = socket.peer_addr().ok();
+        let Some(share) = self.share_of(peer, socket) else {
+            return;
+        };
+        let _ = socket.set_nodelay();
+        let admitted = (place, share);
+        let connection = Connection::new(parser, socket, peer, admitted, Arc::clone(self.state));
+        // Its thread is a waiting one, or one the spawner makes (`spares`): this loop makes none.
+        self.state.spares.run(connection.into_job());
+    }
+
+    /// The socket tiny_http's accept just returned on this thread: the connection's write half,
+    /// which it keeps open as long as the connection lives. A connection whose socket we do not
+    /// know (never seen: see `os::accept::check_linked`) is closed, and counted.
+    fn socket_of(&self, tiny: &tiny_http::Listener) -> Option<ClientSocket> {
+        let read_timeout = self.state.app.config.read_timeout;
+        let socket = os::accept::take(tiny).filter(|s| s.set_read_timeout(read_timeout).is_ok());
+        if socket.is_none() {
+            log::warn!("closed an accepted connection whose socket is not known");
+            let metrics = &self.state.app.metrics;
+            metrics
+                .connections_unguarded
                 .fetch_add(1, Ordering::Relaxed);
         }
-        Err(e) => accept_failed(&e),
+        socket
+    }
+
+    /// The client's share of connections (an IPv6 client counts by its /64, as for every other
+    /// count; trusted proxies carry many clients and have none), or its refusal (429), written
+    /// on `socket`.
+    fn share_of(
+        &self,
+        peer: Option<SocketAddr>,
+        socket: ClientSocket,
+    ) -> Option<Option<SharePlace>> {
+        let state = self.state;
+        let Some(ip) = peer.map(|p| p.ip().to_canonical()) else {
+            return Some(None);
+        };
+        if state.app.config.client_source.is_proxy(ip) {
+            return Some(None);
+        }
+        if let Some(share) = state.connection_shares.admit(Client::of(Some(ip))) {
+            return Some(Some(share));
+        }
+        let limit = state.connection_shares.limit();
+        let e = ApiError::from(Refusal::ConnectionShare { limit });
+        let metrics = &state.app.metrics;
+        exit::refuse_raw(metrics, socket.as_fd(), peer, "accept", &e);
+        // No lingering needed: when tiny_http's connection goes, it shuts both directions before
+        // it closes, so the client gets its FIN right after the answer, and a reset for its
+        // unread request can only come after that end (a read then still sees a clean end).
+        metrics
+            .connections_over_share
+            .fetch_add(1, Ordering::Relaxed);
+        None
     }
 }
 
@@ -172,75 +228,4 @@ fn accept_failed(e: &io::Error) {
         log::warn!("accept: {e}");
         thread::sleep(Duration::from_millis(50));
     }
-}
-
-fn accept_one(
-    tiny: &tiny_http::Listener,
-    ssl: &tiny_http::SslContextWrap,
-    guard: &Arc<Guard>,
-    queue: &Sender<Incoming>,
-    shared: &Arc<Shared>,
-) {
-    let metrics = &shared.app.metrics;
-    accepted::clear();
-    let client = match tiny_http::Server::accept_connection(tiny, ssl) {
-        Ok(Some(client)) => client,
-        Ok(None) => return,
-        Err(e) => return accept_failed(&e),
-    };
-    // The descriptor tiny_http's accept just returned on this thread: the connection's write
-    // half, which it keeps open as long as the connection lives. A connection whose socket we
-    // do not know (never seen: see `accepted::check_linked`) is not served.
-    let fd = accepted::take(tiny.as_raw_fd())
-        .filter(|&fd| sock::set_read_timeout(fd, shared.app.config.read_timeout).is_ok());
-    let Some(fd) = fd else {
-        log::warn!("closed an accepted connection whose socket is not known");
-        metrics
-            .connections_unguarded
-            .fetch_add(1, Ordering::Relaxed);
-        return;
-    };
-    let peer = sock::peer_addr(fd).ok();
-    let Ok(share) = take_share(peer, shared) else {
-        let e = ApiError::from(Refusal::ConnectionShare {
-            limit: shared.conn_shares.limit(),
-        });
-        exit::refuse_raw(metrics, fd, peer, "accept", &e);
-        // No lingering needed: when `client` goes, tiny_http shuts both directions before it
-        // closes, so the client gets its FIN right after the answer, and a reset for its unread
-        // request can only come after that end (a read then still sees a clean end).
-        metrics
-            .connections_over_share
-            .fetch_add(1, Ordering::Relaxed);
-        return;
-    };
-    let _ = sock::set_nodelay(fd);
-    let conn = guard.watch(fd, peer);
-    let mut place = shared.connections.take();
-    let (queue, shared2) = (queue.clone(), shared.clone());
-    // Its thread is a waiting one, or one the spawner makes (`spares`): this loop makes none.
-    shared.spares.run(Box::new(move || {
-        if let Some(start) = conn::serve(client, fd, &conn, &queue, &shared2, &mut place) {
-            conn::stream(start, fd, &shared2);
-        }
-        drop(conn);
-        drop(share);
-        drop(place);
-    }));
-}
-
-/// The client's share of connections (an IPv6 client counts by its /64, as for every other
-/// count); trusted proxies carry many clients and have none.
-fn take_share(peer: Option<SocketAddr>, shared: &Shared) -> Result<Option<Ticket>, ()> {
-    let Some(ip) = peer.map(|p| p.ip().to_canonical()) else {
-        return Ok(None);
-    };
-    if shared.app.config.client_source.is_proxy(ip) {
-        return Ok(None);
-    }
-    shared
-        .conn_shares
-        .take(Client::of(Some(ip)))
-        .map(Some)
-        .ok_or(())
 }

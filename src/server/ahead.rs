@@ -4,9 +4,9 @@
 //!
 //! The parser reads the socket through a 1 KiB buffer, so the bytes of the next head may already
 //! sit in that buffer, out of sight. What makes them visible again is knowing where each request
-//! ends on the wire: a head's length (seen here, whole) plus its `Content-Length`. With the bytes
-//! the parser has taken off the socket (`sock::consumed`) that tells how many bytes of the next
-//! head it holds; those were seen by an earlier look (`seen`), and the rest is still on the
+//! ends on the wire: a head's length (seen here, whole) plus its `Content-Length`. With the
+//! bytes the parser has taken off the socket (`ClientSocket::consumed`) that tells how many bytes
+//! of the next head it holds; those were seen by an earlier look (`seen`), and the rest is on the
 //! socket, where a look (`MSG_PEEK`) leaves it for the parser. A chunked body is followed through
 //! the bytes seen of it. The parser reads only a head seen whole and screened: where the next
 //! head's start is not known (a chunked body not seen whole, bytes the parser took before a look
@@ -17,18 +17,18 @@
 //! arrives in pieces is looked at again as each piece arrives (`SO_RCVLOWAT` one byte past what
 //! is queued, then `poll`), so a refusal hidden in a later piece is ours too.
 
-use std::os::fd::RawFd;
 use std::time::Duration;
 
 use super::guard::head_refusal;
+use super::head::{value_too_long, MAX_HEADER_VALUE};
 use crate::error::{ApiError, Code};
 use crate::http::framing::{self, Head};
-use crate::sock;
+use crate::os::ClientSocket;
 
 /// A look's first size: most heads fit.
 const LOOK: usize = 2048;
 /// Most of a head looked at: the guard's limit; a head without its end by then is refused 431
-/// here. A head seen whole is within it, so `Conn::disarm` counts nothing for it.
+/// here. A head seen whole is within it, so `guard::Entry::disarm` counts nothing for it.
 const MOST: usize = super::guard::MAX_HEAD;
 
 /// What becomes of the next head, looked at ahead of the parser.
@@ -54,6 +54,8 @@ pub struct ReadAhead {
     seen: Vec<u8>,
     /// The length of the head the last `screen` found whole.
     head: Option<usize>,
+    /// Where the last request the parser returned ends on the wire, when known.
+    end: Option<u64>,
     piece_wait: Duration,
 }
 
@@ -74,75 +76,80 @@ impl ReadAhead {
             next: Some(0),
             seen: Vec::new(),
             head: None,
+            end: None,
             piece_wait,
         }
     }
 
-    /// Before the parser reads the next head from `fd`: whether it may. Never inlined: the
+    /// Before the parser reads the next head from `socket`: whether it may. Never inlined: the
     /// connection's thread may become a stream's, whose stack stays small only if what ran
     /// before it left no large frame behind.
     #[inline(never)]
-    pub fn screen(&mut self, fd: RawFd) -> Screened {
+    pub fn screen(&mut self, socket: ClientSocket) -> Screened {
         self.head = None;
-        let Some(next) = self.next else {
-            return Screened::End;
-        };
+        let (Ok(screened) | Err(screened)) = self.see_head(socket).and_then(|()| self.check_head());
+        // Past anything but a head seen whole and clear, where the next one starts is not known.
+        if !matches!(screened, Screened::Clear) || self.head.is_none() {
+            self.lose();
+        }
+        screened
+    }
+
+    /// Sees the next head whole in `seen`, ahead of the parser, within `MOST` bytes; else says
+    /// what becomes of it.
+    fn see_head(&mut self, socket: ClientSocket) -> Result<(), Screened> {
+        let next = self.next.ok_or(Screened::End)?;
         // Bytes of the next head the parser already holds: seen by an earlier look, or lost.
         // (Before the first head it has read nothing.)
         let held = match next {
             0 => Some(0),
-            _ => sock::consumed(fd)
+            _ => socket
+                .consumed()
                 .ok()
                 .and_then(|c| c.checked_sub(next))
                 .map(|h| h as usize)
                 .filter(|h| *h <= self.seen.len()),
         };
-        let Some(held) = held else {
-            self.lose();
-            return Screened::End;
-        };
+        let held = held.ok_or(Screened::End)?;
         if framing::head_end(&self.seen[..held]).is_none() {
             // The parser needs more of the socket: look at what it will read (again, for bytes
             // an earlier look saw still queued).
             self.seen.truncate(held);
-            match self.look(fd, held) {
-                Ok(()) => {}
-                Err(Stop::Unseen) => {
-                    self.lose();
-                    return Screened::End;
-                }
-                Err(Stop::Slow) => {
-                    self.lose();
-                    return Screened::Refuse(head_refusal(Code::RequestTimeout));
-                }
-            }
+            self.look(socket, held).map_err(|stop| match stop {
+                Stop::Unseen => Screened::End,
+                Stop::Slow => Screened::Refuse(head_refusal(Code::RequestTimeout)),
+            })?;
         }
         match framing::head_end(&self.seen) {
-            Some(len) if len <= MOST => {}
+            Some(len) if len <= MOST => Ok(()),
             // No end within the limit, or past it.
-            _ => {
-                self.lose();
-                return Screened::Refuse(head_refusal(Code::HeaderTooLarge));
-            }
+            _ => Err(Screened::Refuse(head_refusal(Code::HeaderTooLarge))),
         }
+    }
+
+    /// A head seen whole: refused here for what the parser would refuse itself, for its
+    /// framing, or for a header value over 8 KiB (any header, not only those the application
+    /// reads: `head::read_request`).
+    fn check_head(&mut self) -> Result<Screened, Screened> {
         let Some(head) = framing::raw_head(&self.seen) else {
             // Whole but not readable to us (a malformed line): the parser refuses it, and its
             // answer ends the connection.
-            self.lose();
-            return Screened::Clear;
+            return Ok(Screened::Clear);
         };
         self.head = Some(head.len);
-        match framing::check_before_parser(&Head::of(head.version, &head.lines)) {
-            Ok(()) => Screened::Clear,
-            Err(e) => Screened::Refuse(e),
+        if head.lines.iter().any(|(_, v)| v.len() > MAX_HEADER_VALUE) {
+            return Err(Screened::Refuse(value_too_long()));
         }
+        framing::check_before_parser(&Head::of(head.version, &head.lines))
+            .map(|()| Screened::Clear)
+            .map_err(Screened::Refuse)
     }
 
     /// Looks at what the socket holds behind the `held` bytes (into `seen`), until a head is
     /// whole there or `MOST` bytes are seen. A head that comes in pieces is waited for piece by
     /// piece, as the parser would wait: at most the read time-out for each, and the guard's head
     /// deadline for all (it shuts the socket, which ends the wait).
-    fn look(&mut self, fd: RawFd, held: usize) -> Result<(), Stop> {
+    fn look(&mut self, socket: ClientSocket, held: usize) -> Result<(), Stop> {
         let Some(most) = MOST.checked_sub(held).filter(|m| *m > 0) else {
             return Ok(());
         };
@@ -150,7 +157,7 @@ impl ReadAhead {
         let mut before = 0;
         loop {
             self.seen.resize(held + room, 0);
-            let got = sock::recv(fd, &mut self.seen[held..], true);
+            let got = socket.peek(&mut self.seen[held..]);
             let n = *got.as_ref().unwrap_or(&0);
             self.seen.truncate(held + n);
             match got {
@@ -174,7 +181,7 @@ impl ReadAhead {
                 return Err(Stop::Unseen);
             }
             before = n;
-            if !sock::wait_for_more(fd, n, self.piece_wait) {
+            if !socket.wait_for_more(n, self.piece_wait) {
                 return Err(Stop::Slow);
             }
         }
@@ -189,14 +196,11 @@ impl ReadAhead {
     /// A chunked body is followed through what was seen of it; one that was not seen whole
     /// leaves the next head's start unknown.
     pub fn parsed(&mut self, rq: &tiny_http::Request) {
+        self.end = None;
         let (Some(next), Some(head)) = (self.next, self.head.take()) else {
             self.lose();
             return;
         };
-        if last_of_its_connection(rq) {
-            self.lose();
-            return;
-        }
         let body = if rq.headers().get("Transfer-Encoding").is_some() {
             framing::chunked_len(self.seen.get(head..).unwrap_or_default())
         } else {
@@ -207,7 +211,12 @@ impl ReadAhead {
             return;
         };
         let len = head + body;
-        self.next = Some(next + len as u64);
+        self.end = Some(next + len as u64);
+        if last_of_its_connection(rq) {
+            self.lose();
+            return;
+        }
+        self.next = self.end;
         if len >= self.seen.len() {
             // Nothing seen ahead of the next request: nothing kept (a stream lives long).
             self.seen = Vec::new();
@@ -216,20 +225,31 @@ impl ReadAhead {
         }
     }
 
+    /// Whether the parser took bytes off `socket` past the end of the last request it
+    /// returned: a request sent right behind it (in the same packet), now in its buffer.
+    pub fn read_past_end(&self, socket: ClientSocket) -> bool {
+        self.end
+            .is_some_and(|end| socket.consumed().is_ok_and(|taken| taken > end))
+    }
+
     fn lose(&mut self) {
         self.next = None;
         self.seen = Vec::new();
     }
 }
 
-/// Whether the parser reads no request after `rq` (tiny_http_fork's rule: `Connection: close`
-/// or `upgrade`, or HTTP/1.0 without `keep-alive`); a look would then wait for nothing.
+/// Whether no request is read after `rq`: tiny_http_fork's rule (`Connection: close` or
+/// `upgrade`, or HTTP/1.0 without `keep-alive`; a look would then wait for nothing), and ours:
+/// HTTP/1.0 with `Transfer-Encoding`, whose framing cannot be trusted (RFC 9112 §6.1).
 fn last_of_its_connection(rq: &tiny_http::Request) -> bool {
     let connection = rq
         .headers()
         .get("Connection")
         .map(|v| v.as_str().to_ascii_lowercase());
     let old = *rq.http_version() == tiny_http::HTTPVersion(1, 0);
+    if old && rq.headers().get("Transfer-Encoding").is_some() {
+        return true;
+    }
     match connection {
         Some(c) if c.contains("close") || c.contains("upgrade") => true,
         Some(c) => old && !c.contains("keep-alive"),

@@ -11,7 +11,7 @@
 //! `Connection: close` response, written without blocking).
 
 use std::net::{IpAddr, SocketAddr};
-use std::os::fd::RawFd;
+use std::os::fd::BorrowedFd;
 use std::time::{Duration, Instant};
 
 use super::{head, wire};
@@ -20,8 +20,8 @@ use crate::error::{ApiError, Code};
 use crate::http::Response;
 use crate::logging::access::{self, AccessRecord};
 use crate::metrics::Metrics;
+use crate::os::socket::send_now;
 use crate::router;
-use crate::sock;
 
 /// Counts a response that left, and writes its access line. Every response of the server passes
 /// here once.
@@ -108,7 +108,7 @@ pub fn stream_head(app: &App, rq: &tiny_http::Request, route: &'static str, star
 /// The caller then ends the connection.
 pub fn refuse_raw(
     metrics: &Metrics,
-    fd: RawFd,
+    socket: BorrowedFd<'_>,
     peer: Option<SocketAddr>,
     route: &'static str,
     e: &ApiError,
@@ -123,5 +123,5 @@ pub fn refuse_raw(
         bytes: response.body.len(),
     };
     record(metrics, &sent);
-    let _ = sock::send_now(fd, &wire::close(&response));
+    let _ = send_now(socket, &wire::close(&response));
 }

@@ -5,21 +5,21 @@
 //! (if nothing else is being written on the connection) and shuts the socket down, which ends
 //! tiny_http's blocked read at once.
 //!
-//! A connection's descriptor is only touched while its connection thread has it armed, that is
-//! while the thread is inside tiny_http's head parser or a drain and holds the connection, so
-//! the descriptor cannot have been closed and reused.
+//! A connection's socket is only touched while its connection thread has it armed, that is
+//! while the thread is inside tiny_http's head parser or a drain and holds the connection (the
+//! `ClientSocket` rule).
 
 use std::net::{Shutdown, SocketAddr};
-use std::os::fd::RawFd;
+use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use super::exit;
 use crate::error::{ApiError, Code};
 use crate::metrics::Metrics;
-use crate::sock;
+use crate::os::ClientSocket;
 
 /// Largest request head (request line and all header lines) we take.
 pub const MAX_HEAD: usize = 16 * 1024;
@@ -125,9 +125,9 @@ pub fn decide(s: Seen, deadlines: &Deadlines) -> Action {
     Action::Wait
 }
 
-/// One client connection as the guard sees it.
-pub struct Conn {
-    fd: RawFd,
+/// One client connection as the guard sees it: its entry in the guard.
+pub struct Entry {
+    socket: ClientSocket,
     /// The socket's peer, for the account of what the guard answers.
     peer: Option<SocketAddr>,
     state: Mutex<State>,
@@ -147,19 +147,23 @@ struct State {
 struct Armed {
     phase: Phase,
     since: Instant,
-    /// `sock::consumed` when armed.
+    /// Bytes taken off the socket when armed.
     base: u64,
 }
 
-impl Conn {
+impl Entry {
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
     /// Arms the guard before tiny_http waits for a head or drains a body.
     pub fn arm(&self, phase: Phase) {
         // Before a connection's first head nothing has been taken off the socket.
         let base = match phase {
             Phase::Head { first: true } => 0,
-            _ => sock::consumed(self.fd).unwrap_or(0),
+            _ => self.socket.consumed().unwrap_or(0),
         };
-        let mut st = self.state.lock().unwrap();
+        let mut st = self.state();
         st.armed = Some(Armed {
             phase,
             since: Instant::now(),
@@ -172,7 +176,7 @@ impl Conn {
     /// off the socket while armed prove a head over `MAX_HEAD`. `seen_small`: the head was seen
     /// whole, shorter than that, before tiny_http read it (`ahead`), so nothing is counted.
     pub fn disarm(&self, seen_small: bool) -> Option<bool> {
-        let mut st = self.state.lock().unwrap();
+        let mut st = self.state();
         st.abort_at = None;
         let armed = st.armed.take()?;
         if st.cut {
@@ -181,23 +185,23 @@ impl Conn {
         if seen_small {
             return Some(false);
         }
-        let consumed = sock::consumed(self.fd).unwrap_or(0);
+        let consumed = self.socket.consumed().unwrap_or(0);
         Some(too_large(consumed.saturating_sub(armed.base)))
     }
 
     /// Counts a request whose response is being produced, until the returned token drops.
-    pub fn begin(self: &Arc<Conn>) -> InFlight {
+    pub fn begin(self: &Arc<Entry>) -> InFlight {
         self.in_flight.fetch_add(1, Ordering::SeqCst);
         InFlight(self.clone())
     }
 }
 
 /// A request of a connection that has not been fully answered yet.
-pub struct InFlight(Arc<Conn>);
+pub struct InFlight(Arc<Entry>);
 
 impl Drop for InFlight {
     fn drop(&mut self) {
-        self.0.state.lock().unwrap().last_done = Instant::now();
+        self.0.state().last_done = Instant::now();
         self.0.in_flight.fetch_sub(1, Ordering::SeqCst);
     }
 }
@@ -205,22 +209,22 @@ impl Drop for InFlight {
 /// The guard of one server: its connections and its thread.
 pub struct Guard {
     deadlines: Deadlines,
-    conns: Mutex<Vec<Weak<Conn>>>,
+    entries: Mutex<Vec<Weak<Entry>>>,
 }
 
 impl Guard {
     pub fn new(deadlines: Deadlines) -> Arc<Guard> {
         Arc::new(Guard {
             deadlines,
-            conns: Mutex::new(Vec::new()),
+            entries: Mutex::new(Vec::new()),
         })
     }
 
-    /// Registers a connection tiny_http accepted on descriptor `fd`, from `peer`.
-    pub fn watch(&self, fd: RawFd, peer: Option<SocketAddr>) -> Arc<Conn> {
+    /// Registers a connection tiny_http accepted on `socket`, from `peer`.
+    pub fn watch(&self, socket: ClientSocket, peer: Option<SocketAddr>) -> Arc<Entry> {
         let now = Instant::now();
-        let conn = Arc::new(Conn {
-            fd,
+        let entry = Arc::new(Entry {
+            socket,
             peer,
             state: Mutex::new(State {
                 armed: None,
@@ -230,8 +234,9 @@ impl Guard {
             }),
             in_flight: AtomicUsize::new(0),
         });
-        self.conns.lock().unwrap().push(Arc::downgrade(&conn));
-        conn
+        let mut entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
+        entries.push(Arc::downgrade(&entry));
+        entry
     }
 
     /// Runs the guard until the server stops and its connections are gone.
@@ -246,81 +251,44 @@ impl Guard {
             .spawn(move || loop {
                 thread::sleep(TICK);
                 let stop = stopping.load(Ordering::SeqCst);
-                let live: Vec<Arc<Conn>> = {
-                    let mut conns = guard.conns.lock().unwrap();
-                    conns.retain(|c| c.strong_count() > 0);
-                    conns.iter().filter_map(Weak::upgrade).collect()
+                let live: Vec<Arc<Entry>> = {
+                    let mut entries = guard.entries.lock().unwrap_or_else(PoisonError::into_inner);
+                    entries.retain(|c| c.strong_count() > 0);
+                    entries.iter().filter_map(Weak::upgrade).collect()
                 };
                 if stop && live.is_empty() {
                     return;
                 }
-                for conn in live {
-                    guard.check(&conn, stop, &metrics);
+                for entry in live {
+                    guard.look_at(&entry, stop, &metrics);
                 }
             })
     }
 
-    fn check(&self, conn: &Conn, stopping: bool, metrics: &Metrics) {
-        let mut st = conn.state.lock().unwrap();
+    /// One connection at one tick: aborts it when its grace is up, else decides what its armed
+    /// phase calls for (`decide`) and does it.
+    fn look_at(&self, entry: &Entry, stopping: bool, metrics: &Metrics) {
+        let mut st = entry.state();
         if let Some(at) = st.abort_at {
-            // Still inside tiny_http after the grace: the descriptor is still its own.
+            // Still inside tiny_http after the grace: the socket is still its own.
             if Instant::now() >= at {
                 st.abort_at = None;
-                let _ = sock::abort(conn.fd);
+                let _ = entry.socket.abort();
                 metrics.connections_aborted.fetch_add(1, Ordering::Relaxed);
             }
             return;
         }
-        let Some(armed) = &st.armed else { return };
-        let (phase, since, base) = (armed.phase, armed.since, armed.base);
-        let look = phase != Phase::Drain;
-        let waited = match phase {
-            Phase::Drain => since.elapsed(),
-            Phase::Head { .. } => since.max(st.last_done).elapsed(),
-        };
-        let consumed = if look {
-            sock::consumed(conn.fd).ok().map(|n| n.saturating_sub(base))
-        } else {
-            None
-        };
-        let seen = Seen {
-            phase,
-            waited,
-            in_flight: conn.in_flight.load(Ordering::SeqCst),
-            consumed,
-            // Only asked when nothing was taken: a head read ahead is queued, not consumed.
-            queued: consumed == Some(0) && sock::queued(conn.fd).is_ok_and(|n| n > 0),
-            stopping,
+        let Some(seen) = entry.seen(&st, stopping) else {
+            return;
         };
         let action = decide(seen, &self.deadlines);
-        let fd = conn.fd;
-        match action {
-            Action::Wait => return,
-            Action::Close => {
-                sock::shutdown(fd, Shutdown::Both);
-                metrics
-                    .connections_idle_closed
-                    .fetch_add(1, Ordering::Relaxed);
-            }
-            Action::Answer(code) => {
-                exit::refuse_raw(metrics, fd, conn.peer, "guard", &head_refusal(code));
-                sock::shutdown(fd, Shutdown::Both);
-                count_cut(metrics, code, phase);
-            }
-            Action::StopReading => {
-                sock::shutdown(fd, Shutdown::Read);
-                let code = if phase == Phase::Drain {
-                    Code::PayloadTooLarge
-                } else if too_large(seen.consumed.unwrap_or(0)) {
-                    Code::HeaderTooLarge
-                } else {
-                    Code::RequestTimeout
-                };
-                count_cut(metrics, code, phase);
-            }
+        if action == Action::Wait {
+            return;
         }
+        entry.act(action, &seen, metrics);
         log::debug!(
-            "connection guard: {action:?} in {phase:?} after {:?}",
+            "connection guard: {action:?} in {:?} after {:?}",
+            seen.phase,
             seen.waited
         );
         st.armed = None;
@@ -334,6 +302,61 @@ impl Guard {
     }
 }
 
+impl Entry {
+    /// What the guard knows of the connection now, if it is armed.
+    fn seen(&self, st: &State, stopping: bool) -> Option<Seen> {
+        let armed = st.armed.as_ref()?;
+        let head = armed.phase != Phase::Drain;
+        let waited = match armed.phase {
+            Phase::Drain => armed.since.elapsed(),
+            Phase::Head { .. } => armed.since.max(st.last_done).elapsed(),
+        };
+        let consumed = head
+            .then(|| self.socket.consumed().ok())
+            .flatten()
+            .map(|n| n.saturating_sub(armed.base));
+        Some(Seen {
+            phase: armed.phase,
+            waited,
+            in_flight: self.in_flight.load(Ordering::SeqCst),
+            consumed,
+            // Only asked when nothing was taken: a head read ahead is queued, not consumed.
+            queued: consumed == Some(0) && self.socket.queued().is_ok_and(|n| n > 0),
+            stopping,
+        })
+    }
+
+    /// Does what `decide` said (anything but waiting), and counts it.
+    fn act(&self, action: Action, seen: &Seen, metrics: &Metrics) {
+        match action {
+            Action::Wait => {}
+            Action::Close => {
+                self.socket.shutdown(Shutdown::Both);
+                metrics
+                    .connections_idle_closed
+                    .fetch_add(1, Ordering::Relaxed);
+            }
+            Action::Answer(code) => {
+                let refusal = head_refusal(code);
+                exit::refuse_raw(metrics, self.socket.as_fd(), self.peer, "guard", &refusal);
+                self.socket.shutdown(Shutdown::Both);
+                count_cut(metrics, code, seen.phase);
+            }
+            Action::StopReading => {
+                self.socket.shutdown(Shutdown::Read);
+                let code = if seen.phase == Phase::Drain {
+                    Code::PayloadTooLarge
+                } else if too_large(seen.consumed.unwrap_or(0)) {
+                    Code::HeaderTooLarge
+                } else {
+                    Code::RequestTimeout
+                };
+                count_cut(metrics, code, seen.phase);
+            }
+        }
+    }
+}
+
 fn count_cut(metrics: &Metrics, code: Code, phase: Phase) {
     let counter = match (phase, code) {
         (Phase::Drain, _) => &metrics.drains_cut,
@@ -343,7 +366,6 @@ fn count_cut(metrics: &Metrics, code: Code, phase: Phase) {
     counter.fetch_add(1, Ordering::Relaxed);
 }
 
-/// The guard's answer to a head it cut off.
 /// The answer to a head refused for its size (431) or its slowness (408), whoever refuses it.
 pub(super) fn head_refusal(code: Code) -> ApiError {
     match code {

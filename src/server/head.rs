@@ -6,7 +6,7 @@ use crate::error::{ApiError, Code};
 use crate::http::{Method, Request};
 
 /// Longest request target or header value we accept (431 past it).
-const MAX_HEADER_VALUE: usize = 8 * 1024;
+pub const MAX_HEADER_VALUE: usize = 8 * 1024;
 
 /// The headers we read: those the application reads, and the framing headers, every line of
 /// each (a repeated framing line is refused, `http::framing`).
@@ -38,6 +38,11 @@ pub fn lines(rq: &tiny_http::Request, client_header: &str) -> Vec<(String, Strin
     every_line(rq.headers(), HEADERS.iter().copied().chain(client_header))
 }
 
+/// The answer to a header value over `MAX_HEADER_VALUE` (431).
+pub fn value_too_long() -> ApiError {
+    ApiError::new(Code::HeaderTooLarge)
+}
+
 /// Converts a tiny_http request, its header lines (`lines`) and its body into ours.
 pub fn read_request(
     rq: &tiny_http::Request,
@@ -51,7 +56,7 @@ pub fn read_request(
     req.peer = rq.remote_addr().copied();
     req.headers = lines;
     if req.headers.iter().any(|(_, v)| v.len() > MAX_HEADER_VALUE) {
-        return Err(ApiError::new(Code::HeaderTooLarge));
+        return Err(value_too_long());
     }
     req.body = body;
     Ok(req)

@@ -1,14 +1,14 @@
 //! The HTTP server: a tiny_http listener, one thread per connection, a fixed pool of request
 //! workers, and event streams that run on their connection's own thread.
 //!
-//! We run the accept loop ourselves (tiny_http_fork exposes `accept_connection`). Each connection
-//! gets a thread (`conn`) that parses request heads with tiny_http, reads bodies and hands complete
-//! requests to the workers (`worker`), which dispatch and respond. A stream request is handled on
-//! its connection's thread instead (`worker::handle` there, with no hand-over: it waits for its
-//! opening, not a worker); its response head ready, the stream runs on that thread
-//! (`conn::stream`; `events::stream` owns it: socket, outlet, hand-off and end), woken by the
-//! hub, by revocation or shutdown, and by the socket watcher when the client closes or sends
-//! again.
+//! We run the accept loop ourselves (tiny_http_fork exposes `accept_connection`): it admits each
+//! connection and hands it over (`accept`). A connection's whole life is one value on its own
+//! thread (`connection::Connection`): heads parsed by tiny_http and screened ahead of it
+//! (`ahead`), refusals from the head, bodies read here (`body`), complete requests answered by
+//! the workers (`worker`, through `answer`), which dispatch and respond; a stream request is
+//! answered on its connection's thread instead, and the stream then runs there
+//! (`events::stream` owns it: socket, outlet, hand-off and end), woken by the hub, by revocation
+//! or shutdown, and by the socket watcher when the client closes or sends again.
 //!
 //! Defences against tiny_http's known defects live here (see docs/HARDENING.md):
 //! - socket timeouts: SO_RCVTIMEO/SO_SNDTIMEO set on the listener are inherited by every accepted
@@ -19,10 +19,12 @@
 //!   complete JSON answer and no thread (`accept`);
 //! - bodies are read on the connection thread under a deadline and a size limit (64 KiB), so a
 //!   worker never waits on a client.
+//!
+//! System calls are the operating-system layer's (`crate::os`); nothing here is `unsafe`.
 
 use std::io;
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::os::fd::AsRawFd;
+use std::os::fd::AsFd;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::thread::{self, JoinHandle};
@@ -33,26 +35,25 @@ use crossbeam_channel::bounded;
 use crate::admission::{Connections, Shares};
 use crate::app::App;
 use crate::events::{End, Watcher};
+use crate::os;
 
 mod accept;
-#[allow(unsafe_code)]
-mod accepted;
 mod ahead;
-mod conn;
+mod answer;
+mod body;
+mod connection;
 mod exit;
 mod guard;
 mod head;
 mod linger;
 mod listeners;
-#[allow(unsafe_code)]
-mod sched;
-mod shared;
 mod spares;
+mod state;
 mod wire;
 mod worker;
 
 use guard::{Deadlines, Guard};
-use shared::{Incoming, Shared};
+use state::ServerState;
 
 /// A refused body is drained (so that the client can read our answer) at most this long.
 const DRAIN: Duration = Duration::from_secs(5);
@@ -61,72 +62,63 @@ const DRAIN: Duration = Duration::from_secs(5);
 pub struct Server {
     pub addr: SocketAddr,
     workers: Vec<JoinHandle<()>>,
-    shared: Arc<Shared>,
+    state: Arc<ServerState>,
 }
 
 pub use listeners::bind;
-pub use sched::heap_ahead;
 
 impl Server {
     pub fn start(app: Arc<App>, listener: TcpListener) -> io::Result<Server> {
         let addr = listener.local_addr()?;
-        // Every descriptor the capacity allows, in the table from the start (`sock`): growing
-        // it later stalls the thread that opens the next one.
+        // Every descriptor the capacity allows, in the table from the start: growing it later
+        // stalls the thread that opens the next one.
         let capacity = &app.capacity;
         let slots =
             (2 * capacity.max_connections).min(capacity.fd_budget) + crate::capacity::RESERVED_FDS;
-        if let Err(e) = crate::sock::reserve_descriptors(listener.as_raw_fd(), slots) {
+        if let Err(e) = os::process::reserve_descriptors(listener.as_fd(), slots) {
             log::debug!("descriptor table not grown to {slots}: {e}");
         }
         // Queues in the kernel for every connection this process can hold (`listeners`).
         let count = listeners::count_for(capacity.max_connections);
         let listeners = listeners::group(listener, count, app.config.read_timeout);
         // Without our `accept4` the accept loop could not know a connection's socket.
-        accepted::check_linked()?;
+        os::accept::check_linked()?;
         let guard = Guard::new(Deadlines {
             head: app.config.header_timeout,
             keep_alive: app.config.keep_alive,
             drain: DRAIN,
         });
         guard.spawn(app.stopping.clone(), app.metrics.clone())?;
-        let (tx, rx) = bounded::<Incoming>(app.config.workers * 4);
-        let shared = Arc::new(Shared {
-            app: app.clone(),
-            requests: rx,
-            connections: Connections::new(app.capacity.max_connections, app.capacity.fd_budget),
-            conn_shares: Shares::new(app.capacity.max_connections, app.config.client_share),
-            watcher: Watcher::start(app.stopping.clone(), app.stream_slots.clone())?,
-            spares: spares::Spares::start(app.stopping.clone(), accept::CONNECTION_STACK)?,
-        });
-        let accept_shared = shared.clone();
+        let state = Arc::new(ServerState::new(app.clone(), guard)?);
+        let accept_state = state.clone();
         thread::Builder::new()
             .name("accept".into())
-            .spawn(move || accept::run(&listeners, &guard, tx, &accept_shared))?;
+            .spawn(move || accept::run(&listeners, &accept_state))?;
         let workers = (0..app.config.workers)
             .map(|i| {
-                let shared = shared.clone();
+                let state = state.clone();
                 thread::Builder::new()
                     .name(format!("worker-{i}"))
-                    .spawn(move || worker::run(&shared))
+                    .spawn(move || worker::run(&state))
             })
             .collect::<io::Result<Vec<_>>>()?;
         log::info!("listening on http://{addr} with {} workers", workers.len());
         Ok(Server {
             addr,
             workers,
-            shared,
+            state,
         })
     }
 
     /// Open client connections.
     pub fn connections(&self) -> usize {
-        self.shared.connections.open()
+        self.state.connections.open()
     }
 
     /// Accepted connections still waiting for their thread (the spawner makes one per
     /// connection no waiting thread takes, in the order they were accepted).
     pub fn waiting_for_a_thread(&self) -> usize {
-        self.shared.spares.queued()
+        self.state.spares.queued()
     }
 
     /// Stops taking requests, lets workers finish the request in hand, ends open streams, and
@@ -136,21 +128,38 @@ impl Server {
     }
 
     fn stop(&mut self, grace: Duration) {
-        self.shared.app.stopping.store(true, Ordering::SeqCst);
+        self.state.app.stopping.store(true, Ordering::SeqCst);
         // Wake the accept loop so that it sees `stopping` and closes the listener.
         let _ = TcpStream::connect_timeout(&self.addr, Duration::from_millis(200));
         let deadline = Instant::now() + grace;
         // Streams end at once (they need no worker); one that starts later sees `stopping`.
-        self.shared.watcher.end_all(End::Shutdown);
+        self.state.watcher.end_all(End::Shutdown);
         for w in self.workers.drain(..) {
             join_until(w, deadline);
         }
-        self.shared.watcher.end_all(End::Shutdown);
-        // Open streams are counted in one place, their places (`admission::Slots`); a stream
-        // gives its place back after its last chunk is written.
-        while self.shared.app.stream_slots.held() > 0 && Instant::now() < deadline {
+        self.state.watcher.end_all(End::Shutdown);
+        // Open streams are counted in one place, their places (`admission::StreamPlaces`); a
+        // stream gives its place back after its last chunk is written.
+        while self.state.app.stream_places.held() > 0 && Instant::now() < deadline {
             thread::sleep(Duration::from_millis(10));
         }
+    }
+}
+
+impl ServerState {
+    fn new(app: Arc<App>, guard: Arc<Guard>) -> io::Result<ServerState> {
+        let (to_workers, for_workers) = bounded(app.config.workers * 4);
+        let capacity = &app.capacity;
+        Ok(ServerState {
+            to_workers,
+            for_workers,
+            connections: Connections::new(capacity.max_connections, capacity.fd_budget),
+            connection_shares: Shares::new(capacity.max_connections, app.config.client_share),
+            guard,
+            watcher: Watcher::start(app.stopping.clone(), app.stream_places.clone())?,
+            spares: spares::Spares::start(app.stopping.clone(), accept::CONNECTION_STACK)?,
+            app,
+        })
     }
 }
 

@@ -13,18 +13,18 @@
 //! our queue (each holds its place in the capacity) instead of in the kernel's.
 //!
 //! A thread whose connection ended goes back to waiting while fewer than `MAX_IDLE` wait, unless
-//! its connection changed how the kernel schedules it (`sched`): such a thread ends, so that no
-//! connection inherits another's priority.
+//! its connection gave it a role (`os::thread::Role`: how the kernel schedules it): such a thread
+//! ends, so that no connection inherits another's priority.
 
 use std::io;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::thread;
+use std::thread as std_thread;
 use std::time::Duration;
 
 use crossbeam_channel::{bounded, unbounded, Receiver, RecvTimeoutError, Sender};
 
-use super::sched;
+use crate::os::thread::{self, Job};
 
 /// Threads the spawner keeps waiting for a connection.
 const SPARE: usize = crate::capacity::SPARE_THREADS;
@@ -33,9 +33,6 @@ const MAX_IDLE: usize = crate::capacity::MAX_IDLE_THREADS;
 
 /// How often a waiting thread and the spawner look whether the server stops.
 const TICK: Duration = Duration::from_secs(1);
-
-/// A connection's work, run on a thread of its own.
-pub use super::sched::Job;
 
 /// The queue of connections waiting for a thread, and the spawner's bell.
 pub struct Spares {
@@ -66,7 +63,7 @@ impl Spares {
             stack,
         });
         let spawner = inner.clone();
-        thread::Builder::new()
+        std_thread::Builder::new()
             .name("conn-spawner".into())
             .spawn(move || spawner.spawn_while_needed(&rings))?;
         Ok(Spares { jobs, inner })
@@ -100,14 +97,15 @@ impl Inner {
             while self.idle.load(Ordering::SeqCst) < self.waiting.len() + SPARE {
                 self.idle.fetch_add(1, Ordering::SeqCst);
                 let inner = self.clone();
-                // Without std's signal stack (`sched::spawn`): a storm starts thousands at once.
-                let made = sched::spawn(self.stack, Box::new(move || inner.serve()));
+                // Without std's signal stack (`os::thread::spawn`): a storm starts thousands at
+                // once.
+                let made = thread::spawn(self.stack, Box::new(move || inner.serve()));
                 if let Err(e) = made {
                     self.idle.fetch_sub(1, Ordering::SeqCst);
                     log::error!("cannot start a connection thread: {e}");
                     // Connections keep waiting (each within its head deadline, which the guard
                     // enforces); try again shortly instead of spinning.
-                    thread::sleep(Duration::from_millis(50));
+                    std_thread::sleep(Duration::from_millis(50));
                     break;
                 }
             }
@@ -121,18 +119,18 @@ impl Inner {
     /// A connection thread's life: waiting (counted in `idle`), then a connection, and back to
     /// waiting while fewer than `MAX_IDLE` wait.
     fn serve(&self) {
-        sched::name_thread(c"conn-spare");
+        thread::name(c"conn-spare");
         loop {
             match self.waiting.recv_timeout(TICK) {
                 Ok(work) => {
                     self.idle.fetch_sub(1, Ordering::SeqCst);
                     self.ring();
-                    sched::name_thread(c"conn");
+                    thread::name(c"conn");
                     work();
-                    if !sched::is_default() {
+                    if !thread::unchanged() {
                         return;
                     }
-                    sched::name_thread(c"conn-spare");
+                    thread::name(c"conn-spare");
                     if self.idle.fetch_add(1, Ordering::SeqCst) >= MAX_IDLE {
                         self.idle.fetch_sub(1, Ordering::SeqCst);
                         return;
@@ -151,6 +149,7 @@ impl Inner {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::os::thread::Role;
     use std::collections::HashSet;
     use std::thread::ThreadId;
 
@@ -181,15 +180,17 @@ mod tests {
     fn threads_are_reused_but_never_one_whose_scheduling_changed() {
         let stopping = Arc::new(AtomicBool::new(false));
         let spares = Spares::start(stopping.clone(), 128 * 1024).unwrap();
+        // Every thread starts at the process's nice value (not 0 under `nice -n 5 cargo test`).
+        let base = nice();
         let lowered: ThreadId = on_a_thread(&spares, || {
-            sched::lowest_priority().unwrap();
-            thread::current().id()
+            Role::RefusingFlood.adopt().unwrap();
+            std_thread::current().id()
         });
         let mut seen = HashSet::new();
         for _ in 0..300 {
-            let (id, nice) = on_a_thread(&spares, || (thread::current().id(), nice()));
+            let (id, nice) = on_a_thread(&spares, || (std_thread::current().id(), nice()));
             assert_ne!(id, lowered, "the lowered thread took another connection");
-            assert_eq!(nice, 0, "a connection inherited a lowered priority");
+            assert_eq!(nice, base, "a connection inherited a lowered priority");
             seen.insert(id);
         }
         assert!(

@@ -7,11 +7,14 @@ pub mod browsers;
 pub mod checks;
 pub mod fake_idp;
 pub mod op;
+pub mod patroni;
+pub mod pgcluster;
 pub mod pgcount;
 pub mod proxies;
 pub mod smtp;
 pub mod sse;
 pub mod teams;
+pub mod traffic;
 pub mod webdriver;
 
 use std::collections::HashMap;
@@ -536,6 +539,10 @@ impl DbProxy {
                 };
                 {
                     let mut s = st.lock().unwrap();
+                    // Cut or stalled while this one was being connected: it must not survive.
+                    if !s.up || s.stalled {
+                        continue;
+                    }
                     s.conns.push(client.try_clone().unwrap());
                     s.conns.push(server.try_clone().unwrap());
                 }

@@ -138,11 +138,7 @@ impl Proxy {
 
     /// HAProxy in front of one or two instances (the file's `consoled1` and its commented
     /// `consoled2`), with the console front end at `console` (else where the file says).
-    pub fn haproxy_for(
-        bin: &Path,
-        upstreams: &[SocketAddr],
-        console: Option<SocketAddr>,
-    ) -> Proxy {
+    pub fn haproxy_for(bin: &Path, upstreams: &[SocketAddr], console: Option<SocketAddr>) -> Proxy {
         let dir = TempDir::new();
         let (http, https) = (free_port("127.0.0.1"), free_port("127.0.0.1"));
         let conf = dir.0.join("haproxy.cfg");

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::Receiver;
 
-use super::signal::{End, Signals};
+use super::signal::{Direct, End, Signals};
 
 /// What a stream thread receives: a formatted `change` event, shared by every stream that gets it.
 pub type Msg = Arc<str>;
@@ -64,6 +64,22 @@ pub struct Timing {
 /// which is what overflows into `resync` for a slow reader).
 const BATCH: usize = 16 * 1024;
 
+/// Before the body runs: the hub may write events itself while the thread sleeps (`direct`,
+/// when allowed), and a reason known already (`ended`: the server is stopping, or a request came
+/// with the stream's) ends the stream right after its opening.
+pub(in crate::events) fn prepare(
+    signals: &Signals,
+    direct: Option<Arc<dyn Direct>>,
+    ended: Option<End>,
+) {
+    if let Some(direct) = direct {
+        signals.allow_direct(direct);
+    }
+    if let Some(why) = ended {
+        signals.end(why);
+    }
+}
+
 /// Runs the body on `rx` (the stream's queue) and `signals` until something ends it, first
 /// sending `opening` (`READY`, or a resumed stream's `ready` and the changes it missed); says why.
 pub(in crate::events) fn run(
@@ -77,68 +93,124 @@ pub(in crate::events) fn run(
     for event in opening {
         out.queue(event);
     }
-    let started = Instant::now();
-    let mut settled = false;
-    let mut last_event = Instant::now();
-    let mut last_progress = Instant::now();
-    let mut resync = false;
+    let now = Instant::now();
+    let mut body = Running {
+        rx,
+        signals,
+        timing,
+        out,
+        started: now,
+        settled: false,
+        last_event: now,
+        last_progress: now,
+        resync: false,
+    };
     loop {
-        if let Some(why) = signals.ended() {
+        if let Some(why) = body.look_up() {
             return why;
         }
-        if !settled && started.elapsed() >= SETTLE_AFTER {
-            out.settle();
-            settled = true;
+        match body.write() {
+            Err(why) => return why,
+            // Sent: there may be more in the channel already.
+            Ok(true) => continue,
+            Ok(false) => body.sleep(),
         }
-        if signals.take_poke() {
-            if let Some(why) = out.look() {
-                return why;
+    }
+}
+
+/// A body while it runs: where it writes, and its clocks.
+struct Running<'a> {
+    rx: &'a Receiver<Msg>,
+    signals: &'a Signals,
+    timing: Timing,
+    out: &'a mut dyn Outlet,
+    started: Instant,
+    settled: bool,
+    last_event: Instant,
+    last_progress: Instant,
+    /// Changes were dropped: `resync` goes out before anything queued since.
+    resync: bool,
+}
+
+impl Running<'_> {
+    /// What the signals say: the end, a poke to look at the socket, dropped changes; and the
+    /// thread's settling, once, `SETTLE_AFTER` in.
+    fn look_up(&mut self) -> Option<End> {
+        if let Some(why) = self.signals.ended() {
+            return Some(why);
+        }
+        if !self.settled && self.started.elapsed() >= SETTLE_AFTER {
+            self.out.settle();
+            self.settled = true;
+        }
+        if self.signals.take_poke() {
+            if let Some(why) = self.out.look() {
+                return Some(why);
             }
         }
-        if signals.take_dropped() {
+        if self.signals.take_dropped() {
             // The hub emptied the overflowing queue: `resync` goes before what it queued since.
-            resync = true;
+            self.resync = true;
         }
-        if out.backlog() == 0 && fill(rx, out, timing.ping, last_event, &mut resync) {
-            last_event = Instant::now();
+        None
+    }
+
+    /// Queues what is due and sends what is queued, never blocking: `Ok(true)` when all of it
+    /// left, `Ok(false)` when there is nothing to send or the socket took only part.
+    fn write(&mut self) -> Result<bool, End> {
+        let out = &mut *self.out;
+        let ping = self.timing.ping;
+        if out.backlog() == 0 && fill(self.rx, out, ping, self.last_event, &mut self.resync) {
+            self.last_event = Instant::now();
         }
-        if out.backlog() > 0 {
-            match out.send() {
-                Err(_) => return End::ClientGone,
-                Ok(n) if n > 0 => last_progress = Instant::now(),
-                Ok(_) => {}
-            }
-            if out.backlog() > 0 && last_progress.elapsed() >= timing.stall {
-                return End::Stalled;
-            }
-            if out.backlog() == 0 {
-                // Sent: there may be more in the channel already.
-                continue;
-            }
+        if out.backlog() == 0 {
+            return Ok(false);
         }
-        let mut until = if out.backlog() > 0 {
-            last_progress + timing.stall
+        match out.send() {
+            Err(_) => return Err(End::ClientGone),
+            Ok(n) if n > 0 => self.last_progress = Instant::now(),
+            Ok(_) => {}
+        }
+        if out.backlog() == 0 {
+            return Ok(true);
+        }
+        if self.last_progress.elapsed() >= self.timing.stall {
+            return Err(End::Stalled);
+        }
+        Ok(false)
+    }
+
+    /// Sleeps until the next ping, the stall deadline or the settling is due, or someone wakes
+    /// the thread.
+    fn sleep(&mut self) {
+        let mut until = if self.out.backlog() > 0 {
+            self.last_progress + self.timing.stall
         } else {
-            last_event + timing.ping
+            self.last_event + self.timing.ping
         };
-        if !settled {
-            until = until.min(started + SETTLE_AFTER);
+        if !self.settled {
+            until = until.min(self.started + SETTLE_AFTER);
         }
-        if let Some(wait) = until.checked_duration_since(Instant::now()) {
-            // With nothing queued anywhere, the hub may write the next events itself.
-            let idle = out.backlog() == 0 && rx.is_empty();
-            if idle {
-                signals.idle();
-            }
-            thread::park_timeout(wait);
-            if idle {
-                // The hub's writes while we slept: its last whole event restarts the ping clock,
-                // any byte it got out counts as progress for the stall clock.
-                let hub = signals.take_back();
-                last_event = hub.event.map_or(last_event, |t| last_event.max(t));
-                last_progress = hub.progress.map_or(last_progress, |t| last_progress.max(t));
-                out.reclaim();
-            }
+        let Some(wait) = until.checked_duration_since(Instant::now()) else {
+            return;
+        };
+        // With nothing queued anywhere, the hub may write the next events itself.
+        let idle = self.out.backlog() == 0 && self.rx.is_empty();
+        if idle {
+            self.signals.idle();
+        }
+        thread::park_timeout(wait);
+        if idle {
+            // The hub's writes while we slept: its last whole event restarts the ping clock,
+            // any byte it got out counts as progress for the stall clock.
+            let hub = self.signals.take_back();
+            self.last_event = hub
+                .event
+                .map_or(self.last_event, |t| self.last_event.max(t));
+            self.last_progress = hub
+                .progress
+                .map_or(self.last_progress, |t| self.last_progress.max(t));
+            self.out.reclaim();
         }
     }
 }

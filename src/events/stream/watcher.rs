@@ -1,19 +1,20 @@
 //! One epoll instance for every stream socket, and the thread that waits on it: a FIN, a reset,
 //! a pipelined request or room to write wakes it, and it pokes the stream whose socket stirred
 //! (the stream then looks at its socket itself). It keeps no count of open streams: that is the
-//! stream places (`admission::Slots`), which it asks how long to run at shutdown.
+//! stream places (`admission::StreamPlaces`), which it asks how long to run at shutdown.
 
 use std::collections::HashMap;
-use std::os::fd::RawFd;
+use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, MutexGuard};
 use std::thread;
 use std::time::Duration;
 
 use super::signal::{End, Signals};
-use crate::admission::Slots;
+use crate::admission::StreamPlaces;
+use crate::os::poll::Epoll;
+use crate::os::ClientSocket;
 use crate::sharded::Sharded;
-use crate::sock::{self, Epoll};
 
 pub struct Watcher {
     epoll: Epoll,
@@ -26,7 +27,7 @@ pub struct Watcher {
 const SHARDS: usize = 32;
 
 struct Watched {
-    fd: RawFd,
+    socket: ClientSocket,
     signals: Arc<Signals>,
     /// No event was reported yet. A socket is ready to write when it is added, so its first
     /// event comes at once, with nothing new.
@@ -36,7 +37,10 @@ struct Watched {
 impl Watcher {
     /// Starts the thread; it runs until the server stops and no stream holds a place in
     /// `open`.
-    pub fn start(stopping: Arc<AtomicBool>, open: Arc<Slots>) -> std::io::Result<Arc<Watcher>> {
+    pub fn start(
+        stopping: Arc<AtomicBool>,
+        open: Arc<StreamPlaces>,
+    ) -> std::io::Result<Arc<Watcher>> {
         let watcher = Arc::new(Watcher {
             epoll: Epoll::new()?,
             streams: Sharded::default(),
@@ -49,7 +53,7 @@ impl Watcher {
         Ok(watcher)
     }
 
-    fn watch(&self, stopping: &AtomicBool, open: &Slots) {
+    fn watch(&self, stopping: &AtomicBool, open: &StreamPlaces) {
         let mut keys = Vec::new();
         while !stopping.load(Ordering::SeqCst) || open.held() > 0 {
             keys.clear();
@@ -66,9 +70,9 @@ impl Watcher {
                 };
                 // The first event of a socket at rest is the one its adding caused: the stream
                 // is not woken for it (in a reconnect storm that was a thread wake-up per
-                // stream). Its descriptor is open: the stream removes it from the map, under
-                // this lock, before it closes.
-                if std::mem::take(&mut w.fresh) && sock::at_rest(w.fd) {
+                // stream). Its socket is open: the stream removes it from the map, under this
+                // lock, before its writer goes.
+                if std::mem::take(&mut w.fresh) && w.socket.at_rest() {
                     continue;
                 }
                 w.signals.poke();
@@ -83,17 +87,17 @@ impl Watcher {
 
     /// Watches a stream's socket. `None` if epoll refused it (the stream then notices a closed
     /// client only when a send fails).
-    pub(super) fn add(&self, fd: RawFd, signals: Arc<Signals>) -> Option<u64> {
+    pub(super) fn add(&self, socket: ClientSocket, signals: Arc<Signals>) -> Option<u64> {
         let key = self.next.fetch_add(1, Ordering::Relaxed);
         self.lock(key).insert(
             key,
             Watched {
-                fd,
+                socket,
                 signals,
                 fresh: true,
             },
         );
-        match self.epoll.add(fd, key) {
+        match self.epoll.add(socket.as_fd(), key) {
             Ok(()) => Some(key),
             Err(e) => {
                 log::warn!("cannot watch a stream socket: {e}");
@@ -103,9 +107,9 @@ impl Watcher {
         }
     }
 
-    /// Stops watching; must be called before the descriptor closes.
-    pub(super) fn remove(&self, fd: RawFd, key: u64) {
-        self.epoll.remove(fd);
+    /// Stops watching; must be called before the socket's writer goes.
+    pub(super) fn remove(&self, socket: ClientSocket, key: u64) {
+        self.epoll.remove(socket.as_fd());
         self.lock(key).remove(&key);
     }
 

@@ -32,7 +32,7 @@ pub enum HashPlace {
 impl HashGate {
     /// `client`'s place, given the items `queued` (waiting), the places `held` per client
     /// (running or waiting) and which clients have an item `waiting`.
-    pub fn place(
+    pub fn admit(
         &self,
         client: Client,
         queued: usize,
@@ -72,19 +72,19 @@ mod tests {
         };
         let (hog, other, third) = (client(1), client(2), client(3));
         let empty = HashMap::new();
-        assert_eq!(gate.place(hog, 0, &empty, |_| false), Ok(HashPlace::Free));
+        assert_eq!(gate.admit(hog, 0, &empty, |_| false), Ok(HashPlace::Free));
         let held = HashMap::from([(hog, 3)]);
         let all = |_: &Client| true;
-        assert_eq!(gate.place(hog, 3, &held, all), Err(Refusal::HashQueue));
-        assert_eq!(gate.place(other, 3, &held, all), Ok(HashPlace::From(hog)));
+        assert_eq!(gate.admit(hog, 3, &held, all), Err(Refusal::HashQueue));
+        assert_eq!(gate.admit(other, 3, &held, all), Ok(HashPlace::From(hog)));
         // Two clients: share (1 + 3) / 2 = 2, the hog at 2 is not over it and keeps its places.
         let held = HashMap::from([(hog, 2), (other, 1)]);
-        assert_eq!(gate.place(other, 3, &held, all), Err(Refusal::HashQueue));
+        assert_eq!(gate.admit(other, 3, &held, all), Err(Refusal::HashQueue));
         // A third: share 4 / 3 = 1, the hog is over it and gives up a place.
-        assert_eq!(gate.place(third, 3, &held, all), Ok(HashPlace::From(hog)));
+        assert_eq!(gate.admit(third, 3, &held, all), Ok(HashPlace::From(hog)));
         // A client over its share whose items all run has no waiting place to give.
         assert_eq!(
-            gate.place(third, 3, &held, |_| false),
+            gate.admit(third, 3, &held, |_| false),
             Err(Refusal::HashQueue)
         );
     }

@@ -1,7 +1,10 @@
 //! Which descriptor an `accept` just returned, told exactly to the thread that accepted.
 //!
 //! tiny_http_fork accepts connections itself and never hands us the socket (docs/HARDENING.md,
-//! "Knowing a connection's socket"). This crate therefore defines the C function `accept4`:
+//! "Knowing a connection's socket"): `Server::accept_connection` returns its connection, whose
+//! type is private, and nothing public of 0.12.17 (`ClientConnection`, `Request`, its writer and
+//! reader boxes, `util::RefinedTcpStream`) exposes a descriptor or an `AsFd`. This crate
+//! therefore defines the C function `accept4`:
 //! std's `TcpListener::accept` (which tiny_http calls) and every other accept of the process
 //! bind to it at link time, because std is linked statically and a symbol defined in the program
 //! comes before the C library's. It makes the same system call glibc's `accept4` makes and, when
@@ -13,7 +16,9 @@
 use std::cell::Cell;
 use std::io;
 use std::net::{TcpListener, TcpStream};
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, RawFd};
+
+use super::ClientSocket;
 
 thread_local! {
     /// The last successful accept of this thread: (listening descriptor, new descriptor).
@@ -45,11 +50,12 @@ pub fn clear() {
     LAST.with(|last| last.set(None));
 }
 
-/// The descriptor this thread's last accept returned, if it was an accept on `listener`; the
-/// record is consumed.
-pub fn take(listener: RawFd) -> Option<RawFd> {
+/// The socket this thread's last accept returned, if it was an accept on `listener`; the
+/// record is consumed. It is the new connection's write half in tiny_http (see `ClientSocket`
+/// for how long it stays valid).
+pub fn take(listener: &impl AsRawFd) -> Option<ClientSocket> {
     match LAST.with(Cell::take) {
-        Some((l, fd)) if l == listener => Some(fd),
+        Some((l, fd)) if l == listener.as_raw_fd() => Some(ClientSocket::accepted(fd)),
         _ => None,
     }
 }
@@ -61,7 +67,7 @@ pub fn check_linked() -> io::Result<()> {
     let _client = TcpStream::connect(listener.local_addr()?)?;
     clear();
     let (accepted, _) = listener.accept()?;
-    if take(listener.as_raw_fd()) == Some(accepted.as_raw_fd()) {
+    if take(&listener).is_some_and(|s| s.as_fd().as_raw_fd() == accepted.as_raw_fd()) {
         Ok(())
     } else {
         Err(io::Error::other(
@@ -74,6 +80,10 @@ pub fn check_linked() -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn fd(s: Option<ClientSocket>) -> Option<RawFd> {
+        s.map(|s| s.as_fd().as_raw_fd())
+    }
 
     #[test]
     fn the_accepting_thread_learns_the_exact_descriptor() {
@@ -88,21 +98,21 @@ mod tests {
         let o = std::thread::scope(|t| {
             t.spawn(|| {
                 let (s, _) = other.accept().unwrap();
-                (take(other.as_raw_fd()), s)
+                (fd(take(&other)), s)
             })
             .join()
             .unwrap()
         });
         assert_eq!(o.0, Some(o.1.as_raw_fd()));
         // An accept on another listener is not taken for one on this listener.
-        assert_eq!(take(other.as_raw_fd()), None);
+        assert_eq!(take(&other), None);
         clear();
         let (s2, _) = {
             let _c = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
             listener.accept().unwrap()
         };
         assert_ne!(s.as_raw_fd(), s2.as_raw_fd());
-        assert_eq!(take(listener.as_raw_fd()), Some(s2.as_raw_fd()));
-        assert_eq!(take(listener.as_raw_fd()), None, "consumed");
+        assert_eq!(fd(take(&listener)), Some(s2.as_raw_fd()));
+        assert_eq!(take(&listener), None, "consumed");
     }
 }

@@ -1,30 +1,15 @@
-//! How the server's connection threads are made, scheduled, named and trimmed: the thread start
-//! without a signal stack, the two calls to the kernel's scheduler, the one that names a thread
-//! and the one that gives back a stream thread's unused stack (with `sock.rs` and `accepted.rs`,
-//! the only unsafe code of the crate).
+//! Connection threads: how they are started (without a signal stack), named, scheduled for
+//! the role they take, and how a stream's thread gives back the stack it no longer uses.
 
 use std::cell::Cell;
 use std::io;
 
+use super::cvt;
+
 thread_local! {
-    /// Whether this thread's scheduling was changed (a reused connection thread must not carry
-    /// it to the next connection: `spares`).
+    /// Whether this thread took a role (a reused connection thread must not carry it to the next
+    /// connection: `server::spares`).
     static CHANGED: Cell<bool> = const { Cell::new(false) };
-}
-
-/// Room glibc's malloc maps ahead when it makes a heap (`M_TOP_PAD`; its default is 128 KiB).
-const HEAP_AHEAD: libc::c_int = 4 << 20;
-
-/// Asks malloc to make each heap with `HEAP_AHEAD` of room (the main one grows by it too). A
-/// thread arena's heap is mapped ahead but made usable a little at a time, each time with an
-/// `mprotect` that takes the memory-map lock for writing, which a storm's thread starts and page
-/// faults also need: with 4 MiB ahead, 5,000 streams opened at once allocate without growing
-/// any heap, and the storm took 12 % less time (A/B, 6 storms each). The room is address space
-/// until it is used; what is freed at a heap's top is kept up to that much. Call it first, before
-/// any thread runs.
-pub fn heap_ahead() {
-    // SAFETY: mallopt takes two integers and changes only malloc's own parameters.
-    unsafe { libc::mallopt(libc::M_TOP_PAD, HEAP_AHEAD) };
 }
 
 /// A connection thread's work.
@@ -74,57 +59,53 @@ pub fn spawn(stack: usize, job: Job) -> io::Result<()> {
     Ok(())
 }
 
-/// Whether the calling thread is scheduled as every thread starts.
-pub fn is_default() -> bool {
-    !CHANGED.with(Cell::get)
-}
-
-fn check(ret: libc::c_int) -> io::Result<()> {
-    if ret < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(())
-    }
-}
-
-/// Marks the calling thread as a batch thread (`SCHED_BATCH`): when it is woken, it does not
-/// preempt the thread that woke it.
-pub fn batch_scheduling() -> io::Result<()> {
-    let param = libc::sched_param { sched_priority: 0 };
-    CHANGED.with(|c| c.set(true));
-    // SAFETY: a valid sched_param for pid 0 (the calling thread).
-    check(unsafe { libc::sched_setscheduler(0, libc::SCHED_BATCH, &param) })?;
-    Ok(())
-}
-
 /// Names the calling thread, as `ps -L` and `/proc/<pid>/task/<tid>/comm` show it (at most 15
 /// bytes): a spare connection thread is `conn-spare` while it waits, `conn` while it serves.
-pub fn name_thread(name: &std::ffi::CStr) {
+pub fn name(name: &std::ffi::CStr) {
     // SAFETY: PR_SET_NAME reads a NUL-terminated string of which it copies at most 16 bytes;
     // `name` is one and lives for the call.
     unsafe { libc::prctl(libc::PR_SET_NAME, name.as_ptr()) };
 }
 
-/// Gives the calling thread the lowest priority (nice 19): under contention it gets only the
-/// CPU no other thread wants. An unprivileged thread cannot raise it again.
-pub fn lowest_priority() -> io::Result<()> {
-    // On Linux the nice value is a thread's, and `who` 0 is the calling thread (the kernel's
-    // `current`), not the whole process.
-    CHANGED.with(|c| c.set(true));
-    // SAFETY: setpriority takes no pointers; it only reads its three integers.
-    check(unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, 19) })?;
-    Ok(())
+/// What a connection thread may become, beyond how every thread starts. A thread that took a
+/// role keeps it: it serves no other connection after this one (`unchanged`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// Answers a refused flood: the lowest priority (nice 19), so that under contention it gets
+    /// only the CPU no other thread wants. An unprivileged thread cannot raise it again.
+    RefusingFlood,
+    /// Runs a stream that has settled (`events::stream`, a second after it started): batch
+    /// scheduling, so that woken by the hub it waits for the hub to finish its fan-out instead
+    /// of preempting it (the woken threads then run back to back, without an interrupt each;
+    /// measured: p99 and CPU per delivery both lower at 1,000 streams x 50 changes/s), and the
+    /// stack pages the request's handling touched given back (`trim_stack`).
+    SettledStream,
 }
 
-/// A stream's thread once the stream has settled (`events::stream`, `Outlet::settle`): batch
-/// scheduling, so that woken by the hub it waits for the hub to finish its fan-out instead of
-/// preempting it (the woken threads then run back to back, without an interrupt each; measured:
-/// p99 and CPU per delivery both lower at 1,000 streams x 50 changes/s), and the stack pages the
-/// request's handling touched given back (`trim_stack`). A stream that ends before it settles
-/// leaves its thread as it was, to serve the next connection.
-pub fn settle_stream() {
-    let _ = batch_scheduling();
-    trim_stack();
+impl Role {
+    /// Takes the role on the calling thread.
+    pub fn adopt(self) -> io::Result<()> {
+        CHANGED.with(|c| c.set(true));
+        let param = libc::sched_param { sched_priority: 0 };
+        // SAFETY: setpriority reads three integers (on Linux the nice value is a thread's, and
+        // `who` 0 is the calling thread, not the process); sched_setscheduler reads a valid
+        // sched_param for pid 0, the calling thread.
+        let scheduled = cvt(unsafe {
+            match self {
+                Role::RefusingFlood => libc::setpriority(libc::PRIO_PROCESS, 0, 19),
+                Role::SettledStream => libc::sched_setscheduler(0, libc::SCHED_BATCH, &param),
+            }
+        });
+        if self == Role::SettledStream {
+            trim_stack();
+        }
+        scheduled.map(|_| ())
+    }
+}
+
+/// Whether the calling thread took no role: it is scheduled as every thread starts.
+pub fn unchanged() -> bool {
+    !CHANGED.with(Cell::get)
 }
 
 /// Below this function's frame, this much of the stack is left alone: the x86-64 red zone (128
@@ -138,7 +119,7 @@ const TRIM_MARGIN: usize = 512;
 /// only the stack it uses while it streams, not the deepest the request's handling reached. A
 /// page touched again later comes back zeroed, as a fresh stack page does.
 #[inline(never)]
-pub fn trim_stack() {
+fn trim_stack() {
     // The address of a local: this frame's place on the stack.
     let local = 0u8;
     let here = std::hint::black_box(&local) as *const u8 as usize;

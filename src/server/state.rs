@@ -1,14 +1,15 @@
-//! What the accept loop, connection threads and workers share (`Shared`), and the hand-off of a
-//! request from its connection's thread to a worker and back (`Incoming`, `Outcome`). A leaf of
-//! the server: it imports none of the modules that use it, so that none of them imports another
-//! that imports it back.
+//! What the accept loop, connection threads and workers share (`ServerState`), and the hand-off
+//! of a request from its connection's thread to a worker and back (`Handoff`, `Outcome`). A leaf
+//! of the server: it imports none of the modules that use it, so that none of them imports
+//! another that imports it back.
 
 use std::sync::Arc;
 use std::time::Instant;
 
-use crossbeam_channel::Receiver;
+use crossbeam_channel::{Receiver, Sender};
 
-use super::guard::InFlight;
+use super::guard::Guard;
+
 use crate::admission::{Connections, Shares};
 use crate::app::App;
 use crate::error::ApiError;
@@ -16,33 +17,36 @@ use crate::events::{StreamPlan, Watcher};
 use crate::http::Request;
 
 /// State shared by the accept loop, connection threads and workers.
-pub struct Shared {
+pub struct ServerState {
     pub(super) app: Arc<App>,
-    pub(super) requests: Receiver<Incoming>,
+    /// Complete requests on their way to a worker, and the workers' end of that queue.
+    pub(super) to_workers: Sender<Handoff>,
+    pub(super) for_workers: Receiver<Handoff>,
     /// Open client connections (each has one thread) and the descriptors they hold.
     pub(super) connections: Arc<Connections>,
-    pub(super) conn_shares: Arc<Shares>,
+    /// Connections held per client.
+    pub(super) connection_shares: Arc<Shares>,
+    /// Deadlines and limits of every connection's heads.
+    pub(super) guard: Arc<Guard>,
     /// Pokes streams whose socket stirred (`events::stream`).
     pub(super) watcher: Arc<Watcher>,
     /// Connection threads waiting for a connection.
     pub(super) spares: super::spares::Spares,
 }
 
-/// A request whose head and body have both arrived, ready to be handled (`worker::handle`).
-pub struct Complete {
-    /// Where the response goes.
-    pub rq: tiny_http::Request,
+/// A request whose head and body have both arrived, ready to be answered (`answer`).
+pub struct CompleteRequest {
+    /// tiny_http's request: where the response goes.
+    pub parsed: tiny_http::Request,
     /// The request as the application reads it (or why it cannot be read).
-    pub req: Result<Request, ApiError>,
+    pub request: Result<Request, ApiError>,
     /// When the request had fully arrived.
     pub started: Instant,
-    /// Held until the response is written.
-    pub done: InFlight,
 }
 
 /// A complete request handed to a worker.
-pub struct Incoming {
-    pub request: Complete,
+pub struct Handoff {
+    pub request: CompleteRequest,
     /// Where the worker says what became of the request.
     pub outcome: crate::oneshot::Sender<Outcome>,
 }
@@ -52,11 +56,11 @@ pub enum Outcome {
     /// Answered: the connection may carry the next request.
     Answered,
     /// An event stream: run it (its head goes out with its first event).
-    Stream(Box<Start>),
+    Stream(Box<ReadyStream>),
 }
 
 /// A stream whose response head is ready to go, to run on its connection's thread.
-pub struct Start {
+pub struct ReadyStream {
     pub plan: StreamPlan,
     /// The response head, sent with the stream's first event (one write, not two).
     pub head: Vec<u8>,
