@@ -1,17 +1,18 @@
 #!/usr/bin/env bash
 # The rolling-restart benchmark of streams that resume (issue 35; benches/resume.rs), one
 # command: builds this tree's release binary and the baseline's (the code before issue 35, by
-# default commit bac2e9e, built once into target/resume-baseline/), then runs the same rolling
-# restart on the baseline, on this tree, and on this tree without taking the instance out of
-# HAProxy's rotation first (DRAIN=0). Prints the Markdown table for BENCHMARKS.md, with the
-# machine first. Needs DATABASE_URL (make bench-resume provides a private cluster) and HAProxy.
+# default 8b5fb67, main as this branch last merged it; built once into target/resume-baseline/),
+# then runs the same rolling restart on the baseline, on this tree, and on this tree without
+# taking the instance out of HAProxy's rotation first (DRAIN=0). Prints the Markdown table for
+# BENCHMARKS.md, with the machine first. Needs DATABASE_URL (make bench-resume provides a
+# private cluster) and HAProxy.
 #   benches/resume.sh                 3,000 streams, 50 changes a second
 #   STREAMS=300 benches/resume.sh     a small run
 #   BASELINE=<commit> benches/resume.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 : "${DATABASE_URL:?set DATABASE_URL (make bench-resume does)}"
-baseline=${BASELINE:-bac2e9e}
+baseline=${BASELINE:-8b5fb67}
 echo "## $(date -u +%Y-%m-%d) on $(nproc) cores, $(free -g | awk '/Mem:/{print $2}') GiB, $(uname -sr), load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo
 grep -m1 'model name' /proc/cpuinfo | sed 's/.*: /CPU: /'
