@@ -6,7 +6,7 @@ CARGO ?= cargo
 DEV_PG_PORT ?= 55432
 TEST_PG_PORT ?= 55433
 
-.PHONY: run test build lint unit db-up db-down bench bench-compare clean e2e conformance deb prepare
+.PHONY: run test build lint unit db-up db-down bench bench-compare bench-resume clean e2e conformance deb prepare
 
 build:
 	$(CARGO) build --release --locked
@@ -45,11 +45,13 @@ test: prepare lint
 	else echo "conformance: skipped (python3 with venv is not available)"; fi
 
 # The demo page in Debian's headless chromium (installed when missing, as root); not part of
-# `make test`. The screenshot is kept at target/e2e/demo.png.
+# `make test`. The screenshots are kept in target/e2e/. The page across a restart
+# (tests/e2e_resume.rs) runs two instances behind Debian's HAProxy (scripts/cluster-deps.sh).
 e2e:
 	@scripts/e2e-deps.sh
+	@scripts/cluster-deps.sh
 	@url="$${DATABASE_URL:-$$(scripts/pg.sh start test $(TEST_PG_PORT))}"; \
-	DATABASE_URL="$$url" $(CARGO) test --locked --test e2e -- --ignored --nocapture
+	DATABASE_URL="$$url" $(CARGO) test --locked --test e2e --test e2e_resume -- --ignored --nocapture
 
 prepare:
 	@scripts/ha-deps.sh || echo "patroni test: Patroni will not be had here (see above)"
@@ -83,6 +85,15 @@ bench:
 # storm of STORM streams (default 5,000) on a fresh instance.
 bench-compare:
 	@QUICK="$(QUICK)" ROUNDS="$(ROUNDS)" STORM="$(STORM)" benches/compare/run.sh
+
+# A rolling restart of two instances behind the shipped contrib/haproxy.cfg with 3,000 streams
+# that resume (issue 35): benches/resume.sh builds the baseline (BASELINE, default the commit
+# before issue 35) and this tree and runs both; STREAMS=300 for a small run. BENCHMARKS.md,
+# "Resuming".
+bench-resume:
+	@scripts/cluster-deps.sh
+	@url="$${DATABASE_URL:-$$(scripts/pg.sh start test $(TEST_PG_PORT))}"; \
+	DATABASE_URL="$$url" STREAMS="$(STREAMS)" BASELINE="$(BASELINE)" benches/resume.sh
 
 clean: db-down
 	rm -rf .pg target mail

@@ -2,7 +2,7 @@
 # Runs the benchmarks against DATABASE_URL (make bench provides a private cluster) and prints
 # Markdown tables; copy them into BENCHMARKS.md with the machine description printed first.
 #   benches/run.sh            every benchmark
-#   benches/run.sh checks     only those named (login, streams, wake, checks)
+#   benches/run.sh checks     only those named (login, streams, wake, checks, history)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 wanted=("$@")
@@ -22,3 +22,4 @@ section login "Logins"
 section streams "Event streams"
 section wake "Wake-ups"
 section checks "Checks"
+section history "The change history (memory)"

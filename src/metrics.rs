@@ -30,6 +30,9 @@ pub struct Metrics {
     pub streams_total: AtomicU64,
     /// Stream refusals answered as `event: refused` (an `EventSource` retries them).
     pub streams_refused_as_events: AtomicU64,
+    /// Streams opened with `Last-Event-ID`: resumed, or answered with a plain `ready`.
+    pub streams_resumed: AtomicU64,
+    pub streams_not_resumed: AtomicU64,
     pub changes_received: AtomicU64,
     pub changes_dropped: AtomicU64,
     pub listener_reconnects: AtomicU64,
@@ -173,6 +176,16 @@ impl Metrics {
                 "consoled_streams_refused_as_events_total",
                 "Stream refusals answered as event: refused, for an EventSource to retry.",
                 &self.streams_refused_as_events,
+            ),
+            (
+                "consoled_streams_resumed_total",
+                "Streams opened with Last-Event-ID that resumed (ready {\"resumed\":true}).",
+                &self.streams_resumed,
+            ),
+            (
+                "consoled_streams_not_resumed_total",
+                "Streams opened with Last-Event-ID answered with a plain ready (the client reloads).",
+                &self.streams_not_resumed,
             ),
             (
                 "consoled_changes_received_total",

@@ -10,6 +10,11 @@
 //! docs/events.md). More happen only when a control notification about the stream's principal
 //! arrived meanwhile (`events::journal`).
 //!
+//! A request with `Last-Event-ID` resumes when this instance can tell every change after that
+//! one (`events::history`): `ready` says `{"resumed":true}` and the changes the principal may see
+//! now follow, from memory, with no statement more (issue 35). Otherwise it is answered as any
+//! other: `ready`, and the client reloads.
+//!
 //! A refusal of an `EventSource` is answered so that it retries on its own (`http::refusal`).
 
 use std::sync::atomic::Ordering;
@@ -22,8 +27,9 @@ use crate::crypto::token_hash;
 use crate::db::leases::{Credential, Holder, Opened};
 use crate::db::{self, sessions, tokens, visibility};
 use crate::error::{ApiError, ApiResult, Code};
+use crate::events::history::{self, View};
 use crate::events::journal::Mark;
-use crate::events::{Scope, StreamPlan, Timing};
+use crate::events::{Msg, Scope, StreamPlan, Timing, READY};
 use crate::http::{refusal, Request, Response};
 use crate::tokens::secret::{self, Shape};
 
@@ -65,6 +71,7 @@ fn refused_stream(e: &ApiError, req: &Request) -> Option<Response> {
 
 fn open(app: &App, req: &Request) -> ApiResult<Reply> {
     let credential = credential(req)?;
+    let resume = last_event_id(req);
     let bearer = matches!(credential, Credential::Token(_));
     let (place, share) = admit(app, req)?;
     // One past the limit on this instance is refused here, without the database.
@@ -75,15 +82,67 @@ fn open(app: &App, req: &Request) -> ApiResult<Reply> {
     let lease = app.hub.leases.hold(opened.lease, opened.holder);
     let principal = app.stream_principals.admit(opened.holder, &hash)?;
     let (sub, needs_orgs) = app.hub.subscribe(opened.scope, app.config.stream_queue);
-    opened.follow(app, since, needs_orgs)?;
+    let scope = opened.scope;
+    let untouched = opened.follow(app, since, needs_orgs)?;
+    let opening = opening(app, resume, scope, untouched.as_deref(), since);
     let timing = Timing {
         ping: app.config.ping_interval,
         stall: app.config.stream_stall,
         direct: app.config.stream_direct,
     };
     let admitted = (place, share, principal);
-    let plan = StreamPlan::new(sub, lease, admitted, timing, app.metrics.clone());
+    let plan = StreamPlan::new(sub, lease, admitted, timing, opening, app.metrics.clone());
     Ok(Reply::Stream(plan))
+}
+
+/// `Last-Event-ID`, when it can be one of ours (`history::MAX_ID`); anything else is answered
+/// as a request without it.
+fn last_event_id(req: &Request) -> Option<&str> {
+    req.header("last-event-id")
+        .map(str::trim)
+        .filter(|id| !id.is_empty() && id.len() <= history::MAX_ID)
+}
+
+/// The stream's first events: `ready` resumed and the changes it missed, or `ready` alone.
+/// It resumes from `after` when its principal is as its statement saw it (`untouched`: a
+/// session's organizations) and the history tells every change since (`Hub::replay`, read once
+/// the stream is subscribed and its organizations are set); the journal is asked once more
+/// afterwards, since a change about the principal before the read makes that view stale.
+fn opening(
+    app: &App,
+    after: Option<&str>,
+    scope: Scope,
+    untouched: Option<&[i64]>,
+    since: u64,
+) -> Vec<Msg> {
+    let Some(after) = after else {
+        return vec![READY.into()];
+    };
+    let missed = untouched
+        .and_then(|orgs| {
+            app.hub
+                .replay(after, view(scope, orgs), app.config.stream_queue)
+        })
+        .filter(|_| !app.hub.journal.any_since(since, &marks(scope)));
+    let counter = match missed {
+        Some(_) => &app.metrics.streams_resumed,
+        None => &app.metrics.streams_not_resumed,
+    };
+    counter.fetch_add(1, Ordering::Relaxed);
+    match missed {
+        Some(missed) => std::iter::once(history::RESUMED.into())
+            .chain(missed)
+            .collect(),
+        None => vec![READY.into()],
+    }
+}
+
+/// What the stream's principal may see now.
+fn view(scope: Scope, orgs: &[i64]) -> View<'_> {
+    match scope {
+        Scope::Token { project_id, .. } => View::Project(project_id),
+        Scope::Session { user_id, .. } => View::User { id: user_id, orgs },
+    }
 }
 
 /// A stream's credential, authenticated and holding a lease (`consoled_open_streams`).
@@ -138,19 +197,22 @@ impl Authenticated {
     }
 
     /// Once subscribed: what changed since the statement (read again, rarely), the session's
-    /// organizations for the hub, and its end for the lease keeper to watch.
-    fn follow(self, app: &App, since: u64, needs_orgs: Option<u64>) -> ApiResult<()> {
+    /// organizations for the hub, and its end for the lease keeper to watch. Says what the
+    /// principal may see when nothing about it happened since the statement (a session's
+    /// organizations; a token: none), for a stream that resumes; `None` when something did.
+    fn follow(self, app: &App, since: u64, needs_orgs: Option<u64>) -> ApiResult<Option<Vec<i64>>> {
         let mut orgs = self.orgs;
         // A logout, revocation or membership change handled between the statement and the
         // subscription found no stream to end or reload: read again (rare).
-        if app.hub.journal.any_since(since, &marks(self.scope)) {
+        let touched = app.hub.journal.any_since(since, &marks(self.scope));
+        if touched {
             if let Some(now) = read_again(app, self.scope, needs_orgs.is_some())? {
                 orgs = now;
             }
         }
+        let orgs = orgs.unwrap_or_default();
         if let (Scope::Session { user_id, .. }, Some(version)) = (self.scope, needs_orgs) {
-            app.hub
-                .set_orgs(user_id, &orgs.unwrap_or_default(), version);
+            app.hub.set_orgs(user_id, &orgs, version);
         }
         // A session's or token's streams end when it expires (`events::keeper`).
         if let Some(remaining) = self.remaining {
@@ -162,7 +224,7 @@ impl Authenticated {
                 Scope::Token { token_id, .. } => app.hub.leases.watch_token(token_id, remaining),
             }
         }
-        Ok(())
+        Ok((!touched).then_some(orgs))
     }
 }
 

@@ -153,7 +153,15 @@ fn framing_is_byte_exact_and_each_event_is_one_chunk() {
         "{{\"type\":\"server\",\"id\":{id},\"op\":\"update\",\"project_id\":{},\"org_id\":{}}}",
         a.project_id, a.org_id
     );
-    let event = format!("event: change\ndata: {data}\n\n");
+    // Its id (issue 35): the announcing transaction's id and 16 hex digits of the change.
+    let event_id = s.last_id.clone().expect("the change's id line");
+    let (transaction, digest) = event_id.split_once('-').expect("<transaction>-<digest>");
+    assert!(transaction.parse::<u64>().is_ok(), "{event_id}");
+    assert!(
+        digest.len() == 16 && digest.bytes().all(|b| b.is_ascii_hexdigit()),
+        "{event_id}"
+    );
+    let event = format!("event: change\nid: {event_id}\ndata: {data}\n\n");
     want = format!("{:x}\r\n{event}\r\n", event.len());
     assert_eq!(String::from_utf8_lossy(&s.raw[before..]), want);
 }

@@ -71,12 +71,21 @@ fn the_readme_curl_session_runs_as_written() {
 
     // The stream: ready first, then the emitted change with the token's project.
     let ready = stdout.find("event: ready\ndata: {}").expect("ready");
+    // A change: its event, its id line (`<transaction>-<16 hex digits>`), its data.
     let change = format!(
-        "event: change\ndata: {{\"type\":\"server\",\"id\":42,\"op\":\"update\",\"project_id\":{project},\"org_id\":{org}}}"
+        "\ndata: {{\"type\":\"server\",\"id\":42,\"op\":\"update\",\"project_id\":{project},\"org_id\":{org}}}"
     );
     let arrived = stdout
         .find(&change)
         .unwrap_or_else(|| panic!("no {change:?} in:\n{stdout}\n{stderr}"));
+    let head = stdout[..arrived]
+        .rsplit("event: change\nid: ")
+        .next()
+        .unwrap();
+    assert!(
+        head.len() > 17 && head.len() < 40 && !head.contains('\n'),
+        "no id line before the change in:\n{stdout}"
+    );
     assert!(ready < arrived, "{stdout}");
     assert!(stdout.contains("retry: 3000\nevent: ready"), "{stdout}");
 }

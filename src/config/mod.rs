@@ -82,6 +82,9 @@ pub struct Config {
     pub oauth_timeout: Duration,
     pub ping_interval: Duration,
     pub stream_queue: usize,
+    /// `CONSOLED_STREAM_HISTORY` and `_SECONDS`: the recent changes kept for streams that
+    /// resume (`events::history`).
+    pub stream_history: crate::events::history::Limits,
     pub session_idle: Duration,
     pub session_max: Duration,
     pub mfa_pending: Duration,
@@ -164,6 +167,7 @@ impl fmt::Debug for Config {
             .field("oauth_timeout", &self.oauth_timeout)
             .field("ping_interval", &self.ping_interval)
             .field("stream_queue", &self.stream_queue)
+            .field("stream_history", &self.stream_history)
             .field("session_idle", &self.session_idle)
             .field("session_max", &self.session_max)
             .field("reauth", &self.reauth)
@@ -278,6 +282,7 @@ impl Config {
             oauth_timeout: env.seconds("CONSOLED_OAUTH_TIMEOUT_SECONDS", 5.0, 0.01..=300.0)?,
             ping_interval: env.seconds("CONSOLED_PING_SECONDS", 20.0, 0.01..=3600.0)?,
             stream_queue: env.parse("CONSOLED_STREAM_QUEUE", 256)?,
+            stream_history: stream_history(&env)?,
             session_idle: secs(env.parse("CONSOLED_SESSION_IDLE_SECONDS", 12 * 3600)?),
             session_max: secs(env.parse("CONSOLED_SESSION_MAX_SECONDS", 7 * 24 * 3600)?),
             mfa_pending: secs(env.parse("CONSOLED_MFA_PENDING_SECONDS", 600)?),
@@ -425,6 +430,19 @@ fn signup_policy(env: &Env) -> Result<crate::auth::signup_policy::Policy, Config
     );
     crate::auth::signup_policy::Policy::parse(mode.as_deref(), domains.as_deref())
         .map_err(|(name, form)| invalid(name, &env.get(name).unwrap_or_default(), &form))
+}
+
+/// `CONSOLED_STREAM_HISTORY` (0: no stream resumes) and `CONSOLED_STREAM_HISTORY_SECONDS`.
+fn stream_history(env: &Env) -> Result<crate::events::history::Limits, ConfigError> {
+    let default = crate::events::history::Limits::default();
+    Ok(crate::events::history::Limits {
+        changes: env.parse("CONSOLED_STREAM_HISTORY", default.changes)?,
+        age: env.seconds(
+            "CONSOLED_STREAM_HISTORY_SECONDS",
+            default.age.as_secs_f64(),
+            0.0..=86400.0,
+        )?,
+    })
 }
 
 fn secs(n: u64) -> Duration {

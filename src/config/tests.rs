@@ -33,6 +33,8 @@ fn defaults_match_the_decisions() {
     assert!(c.cookie_secure);
     assert_eq!(c.ping_interval, Duration::from_secs(20));
     assert_eq!(c.stream_queue, 256);
+    assert_eq!(c.stream_history.changes, 20_000);
+    assert_eq!(c.stream_history.age, Duration::from_secs(300));
     assert_eq!(c.session_idle, Duration::from_secs(12 * 3600));
     assert_eq!(c.session_max, Duration::from_secs(7 * 24 * 3600));
     assert!(c.github.is_none() && c.google.is_none());

@@ -71,6 +71,11 @@ pub const MIGRATIONS: &[(i32, &str, &str)] = &[
         "0013_oidc_identities.sql",
         include_str!("../../migrations/0013_oidc_identities.sql"),
     ),
+    (
+        15,
+        "0015_event_ids.sql",
+        include_str!("../../migrations/0015_event_ids.sql"),
+    ),
 ];
 
 /// An arbitrary constant naming our lock in `pg_advisory_lock`.

@@ -15,12 +15,33 @@ pub struct Change {
     pub project_id: Option<i64>,
     #[serde(default)]
     pub org_id: Option<i64>,
+    /// The change's name on every instance, `<transaction id>-<16 hex digits>` (migration 0015):
+    /// the event's `id:` line, not part of its data. `None` from a database function older than
+    /// 0015.
+    #[serde(default, skip_serializing)]
+    pub event_id: Option<String>,
 }
 
 impl Change {
     /// The `change` event, formatted once and shared by every stream that gets it.
     pub fn event(&self) -> String {
         let data = serde_json::to_string(self).expect("a Change always serializes");
-        format!("event: change\ndata: {data}\n\n")
+        match self.id() {
+            Some(id) => format!("event: change\nid: {id}\ndata: {data}\n\n"),
+            None => format!("event: change\ndata: {data}\n\n"),
+        }
     }
+
+    /// The id a client may send back (`Last-Event-ID`), if it is one.
+    pub fn id(&self) -> Option<&str> {
+        self.event_id.as_deref().filter(|id| is_event_id(id))
+    }
+}
+
+/// Whether `id` can be an event's id line and be looked up again: short, and of the characters
+/// the database writes (anything else would break the event's framing).
+fn is_event_id(id: &str) -> bool {
+    !id.is_empty()
+        && id.len() <= super::history::MAX_ID
+        && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
 }

@@ -5,6 +5,9 @@
 //! Only the listener thread routes; handlers subscribe and stream threads unsubscribe. The lock is
 //! never held across I/O: deliveries are `try_send` on bounded channels, after the lock is released,
 //! each followed by a wake-up of the stream's thread (an `unpark`: no spinning, no yielding).
+//!
+//! Each change routed is also kept in the `history`, under the same lock as the routing, so that
+//! a stream being opened either is routed a change or finds it there (`replay`), never neither.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -12,7 +15,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use crossbeam_channel::Receiver;
 
-use super::change::Change;
+use super::history::{History, Limits};
 use super::leases::LeaseBook;
 use super::stream::{End, Msg, Signals};
 use crate::locks::Unpoisoned;
@@ -130,6 +133,8 @@ pub struct Hub {
     pub leases: Arc<LeaseBook>,
     /// Recent control notifications, for streams being opened (`journal`).
     pub journal: super::journal::Journal,
+    /// Recent changes, for streams that resume (`history`). Locked after `index`, never before.
+    history: Mutex<History>,
 }
 
 impl Default for Hub {
@@ -174,11 +179,17 @@ fn remove<T: Eq + std::hash::Hash>(map: &mut HashMap<i64, HashSet<T>>, key: i64,
 
 impl Hub {
     pub fn new() -> Hub {
+        Hub::with_history(Limits::default())
+    }
+
+    /// A hub that keeps at most `limits` of history.
+    pub fn with_history(limits: Limits) -> Hub {
         Hub {
             index: Mutex::new(Index::default()),
             next_id: AtomicU64::new(1),
             leases: Arc::new(LeaseBook::new()),
             journal: Default::default(),
+            history: Mutex::new(History::new(limits)),
         }
     }
 
@@ -305,80 +316,6 @@ impl Hub {
         }
     }
 
-    /// The project whose organization must be looked up before `change` can be routed: a change
-    /// that names a project but no organization, while session streams are open.
-    pub fn unknown_project(&self, change: &Change) -> Option<i64> {
-        let project = change.project_id?;
-        let ix = self.lock();
-        let needed = change.org_id.is_none()
-            && !ix.users.is_empty()
-            && !ix.project_org.contains_key(&project);
-        needed.then_some(project)
-    }
-
-    pub fn remember_project(&self, project_id: i64, org_id: i64) {
-        self.lock().project_org.insert(project_id, org_id);
-    }
-
-    /// A deleted project: a later change naming only it reaches no session stream (its
-    /// organization is looked up again, and there is none).
-    pub fn forget_project(&self, project_id: i64) {
-        self.lock().project_org.remove(&project_id);
-    }
-
-    /// Queues `change` on every stream allowed to see it.
-    pub fn route(&self, change: &Change) -> Routed {
-        let targets = self.targets(change);
-        if targets.is_empty() {
-            return Routed::default();
-        }
-        let event: Msg = change.event().into();
-        let mut routed = Routed::default();
-        for sub in targets {
-            if sub.deliver(&event) {
-                routed.delivered += 1;
-            } else {
-                routed.dropped += 1;
-            }
-        }
-        routed
-    }
-
-    fn targets(&self, change: &Change) -> Vec<Arc<Sub>> {
-        let mut ix = self.lock();
-        let mut ids: Vec<u64> = Vec::new();
-        if let Some(project) = change.project_id {
-            ids.extend(ix.by_project.get(&project).into_iter().flatten());
-        }
-        // The organization a session stream must belong to; a change's own org_id is trusted
-        // (the caller announces the resource's project and organization).
-        let org = change.org_id.or_else(|| {
-            change
-                .project_id
-                .and_then(|p| ix.project_org.get(&p).copied())
-        });
-        let mut users: Vec<i64> = Vec::new();
-        if let Some(org) = org {
-            users.extend(ix.by_org.get(&org).into_iter().flatten());
-            if change.kind == "membership" || change.kind == "organization" {
-                users.extend(ix.just_left.remove(&org).into_iter().flatten());
-            }
-        }
-        if change.kind == "user" {
-            users.push(change.id);
-        }
-        for user in users {
-            if let Some(entry) = ix.users.get(&user) {
-                ids.extend(entry.streams.iter());
-            }
-        }
-        ids.sort_unstable();
-        ids.dedup();
-        ids.iter()
-            .filter_map(|id| ix.subs.get(id).cloned())
-            .collect()
-    }
-
     /// Ends the streams of a session (logout, reset, expiry).
     pub fn end_session(&self, session_id: i64) -> usize {
         self.end_where(|ix| ix.by_session.get(&session_id), |_| true)
@@ -427,6 +364,8 @@ impl Hub {
     }
 }
 
+#[path = "hub_route.rs"]
+mod route;
 #[cfg(test)]
 #[path = "hub_tests.rs"]
 mod tests;

@@ -1,5 +1,7 @@
 //! Unit tests of `hub`.
 use super::*;
+use crate::events::change::Change;
+use crate::events::history::View;
 
 fn change(kind: &str, id: i64, project: Option<i64>, org: Option<i64>) -> Change {
     Change {
@@ -8,6 +10,7 @@ fn change(kind: &str, id: i64, project: Option<i64>, org: Option<i64>) -> Change
         op: "update".into(),
         project_id: project,
         org_id: org,
+        event_id: None,
     }
 }
 
@@ -44,9 +47,9 @@ fn token_streams_see_only_their_project() {
         },
         8,
     );
-    hub.route(&change("server", 1, Some(10), Some(100)));
-    hub.route(&change("server", 2, Some(11), Some(100)));
-    hub.route(&change("organization", 100, None, Some(100)));
+    hub.route(&change("server", 1, Some(10), Some(100)), &[]);
+    hub.route(&change("server", 2, Some(11), Some(100)), &[]);
+    hub.route(&change("organization", 100, None, Some(100)), &[]);
     assert_eq!(received(&tok), 1);
 }
 
@@ -56,10 +59,10 @@ fn session_streams_follow_orgs_projects_and_own_user() {
     let me = session(&hub, 1, 7, &[100]);
     hub.remember_project(10, 100);
     hub.remember_project(20, 200);
-    hub.route(&change("server", 1, Some(10), None));
-    hub.route(&change("server", 2, Some(20), None));
-    hub.route(&change("user", 7, None, None));
-    hub.route(&change("user", 8, None, None));
+    hub.route(&change("server", 1, Some(10), None), &[]);
+    hub.route(&change("server", 2, Some(20), None), &[]);
+    hub.route(&change("user", 7, None, None), &[]);
+    hub.route(&change("user", 8, None, None), &[]);
     assert_eq!(received(&me), 2);
 }
 
@@ -77,8 +80,8 @@ fn a_stale_org_read_never_overwrites_a_newer_one() {
     let v = hub.begin_reload(7).unwrap();
     hub.set_orgs(7, &[200], v);
     hub.set_orgs(7, &[100], load.unwrap());
-    hub.route(&change("organization", 200, None, Some(200)));
-    hub.route(&change("organization", 100, None, Some(100)));
+    hub.route(&change("organization", 200, None, Some(200)), &[]);
+    hub.route(&change("organization", 100, None, Some(100)), &[]);
     assert_eq!(received(&sub), 1);
 }
 
@@ -88,9 +91,9 @@ fn a_former_member_gets_the_membership_change_then_nothing() {
     let me = session(&hub, 1, 7, &[100, 200]);
     let v = hub.begin_reload(7).unwrap();
     hub.set_orgs(7, &[100], v);
-    hub.route(&change("membership", 5, None, Some(200)));
-    hub.route(&change("membership", 6, None, Some(200)));
-    hub.route(&change("server", 1, None, Some(200)));
+    hub.route(&change("membership", 5, None, Some(200)), &[]);
+    hub.route(&change("membership", 6, None, Some(200)), &[]);
+    hub.route(&change("server", 1, None, Some(200)), &[]);
     assert_eq!(received(&me), 1);
 }
 
@@ -105,7 +108,7 @@ fn full_queue_drops_and_flags_resync() {
         2,
     );
     let routed: Vec<Routed> = (0..3)
-        .map(|i| hub.route(&change("server", i, Some(10), None)))
+        .map(|i| hub.route(&change("server", i, Some(10), None), &[]))
         .collect();
     assert_eq!(routed[2].dropped, 1);
     assert!(sub.signals.resync_flagged());
@@ -148,10 +151,10 @@ fn a_suspended_organization_announces_itself_then_goes_quiet() {
     let me = session(&hub, 1, 7, &[100, 200]);
     let v = hub.begin_reload(7).unwrap();
     hub.set_orgs(7, &[200], v);
-    hub.route(&change("organization", 100, None, Some(100)));
-    hub.route(&change("organization", 100, None, Some(100)));
-    hub.route(&change("server", 1, None, Some(100)));
-    hub.route(&change("server", 2, None, Some(200)));
+    hub.route(&change("organization", 100, None, Some(100)), &[]);
+    hub.route(&change("organization", 100, None, Some(100)), &[]);
+    hub.route(&change("server", 1, None, Some(100)), &[]);
+    hub.route(&change("server", 2, None, Some(200)), &[]);
     assert_eq!(received(&me), 2);
 }
 
@@ -170,4 +173,87 @@ fn a_deleted_project_is_forgotten() {
         hub.unknown_project(&change("server", 1, Some(10), None)),
         Some(10)
     );
+}
+
+/// A change with the event id `<transaction>-<n as 16 hex digits>`.
+fn named(kind: &str, id: i64, project: Option<i64>, org: Option<i64>, eid: (u64, u64)) -> Change {
+    Change {
+        event_id: Some(event_id(eid)),
+        ..change(kind, id, project, org)
+    }
+}
+
+fn event_id((transaction, n): (u64, u64)) -> String {
+    format!("{transaction}-{n:016x}")
+}
+
+/// A change routed before a stream subscribed is in its replay, one routed after in its queue:
+/// never in neither.
+#[test]
+fn a_resumed_stream_replays_what_came_before_it_and_is_routed_what_comes_after() {
+    let hub = Arc::new(Hub::new());
+    hub.route(&named("server", 1, Some(10), Some(100), (5, 0xa)), &[]);
+    hub.route(&named("server", 2, Some(10), Some(100), (5, 0xb)), &[]);
+    hub.route(&named("server", 3, Some(11), Some(100), (6, 0xa)), &[]);
+    let (tok, _) = hub.subscribe(
+        Scope::Token {
+            token_id: 1,
+            project_id: 10,
+        },
+        8,
+    );
+    let missed = hub
+        .replay(&event_id((5, 0xa)), View::Project(10), 8)
+        .unwrap();
+    assert_eq!(missed.len(), 1);
+    let second = format!("event: change\nid: {}\n", event_id((5, 0xb)));
+    assert!(missed[0].starts_with(&second), "{}", missed[0]);
+    hub.route(&named("server", 4, Some(10), Some(100), (7, 0xa)), &[]);
+    let queued: Vec<Msg> = tok.rx.try_iter().collect();
+    assert_eq!(queued.len(), 1);
+    let live = format!("id: {}\n", event_id((7, 0xa)));
+    assert!(queued[0].contains(&live), "{}", queued[0]);
+}
+
+/// A change that names only its project is kept with the project's organization, for the
+/// session streams that resume later (none is open here now).
+#[test]
+fn a_change_naming_only_its_project_is_replayed_to_the_members_of_its_organization() {
+    let hub = Arc::new(Hub::new());
+    let change = named("server", 1, Some(10), None, (8, 0xa));
+    assert_eq!(hub.unknown_project(&change), Some(10));
+    hub.remember_project(10, 100);
+    hub.route(&named("user", 7, None, None, (8, 0x0)), &[]);
+    hub.route(&change, &[]);
+    let member = View::User {
+        id: 9,
+        orgs: &[100],
+    };
+    assert_eq!(
+        hub.replay(&event_id((8, 0x0)), member, 8).map(|m| m.len()),
+        Some(1)
+    );
+}
+
+/// Only `membership` and `organization` changes reach the users they concern without their
+/// organization; the listener reconnecting forgets everything.
+#[test]
+fn announcements_reach_those_they_concern_and_a_reconnect_forgets_the_history() {
+    let hub = Arc::new(Hub::new());
+    hub.route(&named("user", 7, None, None, (9, 0x0)), &[]);
+    hub.route(&named("membership", 5, None, Some(200), (9, 0xa)), &[7]);
+    hub.route(&named("server", 5, None, Some(200), (9, 0xb)), &[7]);
+    let me = View::User {
+        id: 7,
+        orgs: &[100],
+    };
+    let missed = hub.replay(&event_id((9, 0x0)), me, 8).unwrap();
+    assert_eq!(missed.len(), 1);
+    assert!(
+        missed[0].contains("\"type\":\"membership\""),
+        "{}",
+        missed[0]
+    );
+    hub.forget_history();
+    assert_eq!(hub.replay(&event_id((9, 0x0)), me, 8), None);
 }

@@ -4,7 +4,9 @@
 //! so a membership reload (`u:`) is done before the change that follows it is routed.
 //!
 //! When the connection is lost (restart, `pg_terminate_backend`, network) it reconnects with
-//! backoff and tells every open stream to `resync`: changes may have been missed meanwhile.
+//! backoff and tells every open stream to `resync`: changes may have been missed meanwhile. The
+//! history is forgotten as soon as the connection is found lost: no stream resumes across an
+//! outage.
 //! The checked sessions and tokens (`identity`) are trusted only while it listens, and forget
 //! what each notification names.
 
@@ -18,6 +20,7 @@ use postgres::{Client, Notification};
 
 use super::change::Change;
 use super::handles::Upkeep;
+use super::history::Concerns;
 use super::journal::Mark;
 use crate::db::visibility;
 
@@ -80,8 +83,10 @@ fn run(core: &Upkeep, ready: &crossbeam_channel::Sender<()>) {
             }
             Err(e) => crate::db::health::failed("change listener", &e),
         }
-        // News may be missed until it listens again: checks go to the database meanwhile.
+        // News may be missed until it listens again: checks go to the database meanwhile, and
+        // no stream resumes (a gap with an outage in it cannot be covered).
         core.checked.distrust();
+        core.hub.forget_history();
         if started.elapsed() >= HEALTHY {
             backoff = FIRST_BACKOFF;
         }
@@ -111,6 +116,7 @@ fn listen(
         .map_err(|e| crate::db::health::cause(&e))?;
     // Streams being opened while nobody listened read their principal again.
     core.hub.journal.record(Mark::Reset);
+    let mut concerns = Concerns::default();
     refresh(core, client).map_err(|e| crate::db::health::cause(&e))?;
     core.checked.trust();
     let streams = core.hub.resync_all();
@@ -142,7 +148,7 @@ fn listen(
             Ok(None) => continue,
         };
         for n in batch {
-            handle(core, client, &n).map_err(|e| crate::db::health::cause(&e))?;
+            handle(core, client, &mut concerns, &n).map_err(|e| crate::db::health::cause(&e))?;
         }
     }
     Ok(())
@@ -189,10 +195,15 @@ fn refresh(core: &Upkeep, client: &mut Client) -> Result<(), postgres::Error> {
     Ok(())
 }
 
-fn handle(core: &Upkeep, client: &mut Client, n: &Notification) -> Result<(), postgres::Error> {
+fn handle(
+    core: &Upkeep,
+    client: &mut Client,
+    concerns: &mut Concerns,
+    n: &Notification,
+) -> Result<(), postgres::Error> {
     match n.channel() {
-        CHANGE_CHANNEL => change(core, client, n.payload()),
-        CONTROL_CHANNEL => control(core, client, n.payload()),
+        CHANGE_CHANNEL => change(core, client, concerns, n.payload()),
+        CONTROL_CHANNEL => control(core, client, concerns, n.payload()),
         other => {
             log::warn!("notification on unexpected channel {other}");
             Ok(())
@@ -200,7 +211,12 @@ fn handle(core: &Upkeep, client: &mut Client, n: &Notification) -> Result<(), po
     }
 }
 
-fn change(core: &Upkeep, client: &mut Client, payload: &str) -> Result<(), postgres::Error> {
+fn change(
+    core: &Upkeep,
+    client: &mut Client,
+    concerns: &mut Concerns,
+    payload: &str,
+) -> Result<(), postgres::Error> {
     core.metrics
         .changes_received
         .fetch_add(1, Ordering::Relaxed);
@@ -229,7 +245,7 @@ fn change(core: &Upkeep, client: &mut Client, payload: &str) -> Result<(), postg
             core.hub.remember_project(project, org);
         }
     }
-    let routed = core.hub.route(&change);
+    let routed = core.hub.route(&change, concerns.change(change.id()));
     if routed.dropped > 0 {
         core.metrics
             .changes_dropped
@@ -242,7 +258,12 @@ fn change(core: &Upkeep, client: &mut Client, payload: &str) -> Result<(), postg
 /// token was replaced; end the streams opened with the old one (`tag`, 16 hex digits).
 /// `u:<user id>`: the user's memberships changed; reload them before routing the change that
 /// follows. Each is also forgotten by the checked credentials (`identity`).
-fn control(core: &Upkeep, client: &mut Client, payload: &str) -> Result<(), postgres::Error> {
+fn control(
+    core: &Upkeep,
+    client: &mut Client,
+    concerns: &mut Concerns,
+    payload: &str,
+) -> Result<(), postgres::Error> {
     let (kind, rest) = payload.split_once(':').unwrap_or((payload, ""));
     let (id, tag) = rest.split_once(':').unwrap_or((rest, ""));
     let Ok(id) = id.parse::<i64>() else {
@@ -272,6 +293,7 @@ fn control(core: &Upkeep, client: &mut Client, payload: &str) -> Result<(), post
         }
         "u" => {
             core.hub.journal.record(Mark::User(id));
+            concerns.user(id);
             core.checked.forget_user(id);
             if let Some(version) = core.hub.begin_reload(id) {
                 let orgs = visibility::orgs_of(client, &[id])?.remove(&id);

@@ -9,6 +9,7 @@
 
 mod change;
 mod handles;
+pub mod history;
 pub mod hub;
 pub mod journal;
 pub mod keeper;
@@ -44,15 +45,19 @@ pub struct StreamPlan {
     /// while the stream lives.
     _admitted: (StreamPlace, SharePlace, PrincipalPlace),
     timing: Timing,
+    /// The first events: `READY`, or `history::RESUMED` and the changes missed.
+    opening: Vec<Msg>,
 }
 
 impl StreamPlan {
-    /// A stream for `sub`, holding its lease, its places and its client's share until it drops.
+    /// A stream for `sub` that starts with `opening`, holding its lease, its places and its
+    /// client's share until it drops.
     pub fn new(
         sub: Subscription,
         lease: Lease,
         admitted: (StreamPlace, SharePlace, PrincipalPlace),
         timing: Timing,
+        opening: Vec<Msg>,
         metrics: Arc<Metrics>,
     ) -> StreamPlan {
         metrics.streams_total.fetch_add(1, Ordering::Relaxed);
@@ -61,6 +66,7 @@ impl StreamPlan {
             _lease: lease,
             _admitted: admitted,
             timing,
+            opening,
         }
     }
 
@@ -78,6 +84,7 @@ impl StreamPlan {
             rx: &self.sub.rx,
             signals: &self.sub.signals,
             timing: self.timing,
+            opening: &self.opening,
         };
         stream::run(body, socket, watcher, stopping, metrics)
     }
@@ -96,5 +103,25 @@ mod tests {
             change.event(),
             "event: change\ndata: {\"type\":\"server\",\"id\":7,\"op\":\"update\",\"project_id\":3,\"org_id\":null}\n\n"
         );
+    }
+
+    #[test]
+    fn a_change_with_an_event_id_has_an_id_line_and_the_same_data() {
+        let payload = r#"{"type":"server","id":7,"op":"update","project_id":3,"org_id":null,"event_id":"7781-00ff3a9c2b1d4e5f"}"#;
+        let change: Change = serde_json::from_str(payload).unwrap();
+        assert_eq!(change.id(), Some("7781-00ff3a9c2b1d4e5f"));
+        assert_eq!(
+            change.event(),
+            "event: change\nid: 7781-00ff3a9c2b1d4e5f\ndata: {\"type\":\"server\",\"id\":7,\"op\":\"update\",\"project_id\":3,\"org_id\":null}\n\n"
+        );
+        // What could break the event's framing is no id.
+        for bad in ["1-2\nevent: x", "", "1 2", &"9".repeat(65)] {
+            let change = Change {
+                event_id: Some(bad.to_string()),
+                ..change.clone()
+            };
+            assert_eq!(change.id(), None, "{bad:?}");
+            assert!(change.event().starts_with("event: change\ndata: "));
+        }
     }
 }

@@ -11,7 +11,7 @@ use super::stream::{run_body, Direct, End, Outlet, Sent, Timing, READY, SETTLE_A
 
 /// The body of `sub`'s stream on the calling thread.
 fn run(sub: &Subscription, timing: Timing, out: &mut dyn Outlet) -> End {
-    run_body(&sub.rx, &sub.signals, timing, out)
+    run_body(&sub.rx, &sub.signals, timing, &[READY.into()], out)
 }
 
 /// An outlet that takes `room` bytes, then nothing, and notes when the stream settled.
@@ -70,6 +70,7 @@ fn change(id: i64) -> Change {
         op: "update".into(),
         project_id: Some(10),
         org_id: None,
+        event_id: None,
     }
 }
 
@@ -104,7 +105,7 @@ fn an_end_signal_wakes_a_waiting_stream_at_once() {
         (run(&sub, timing, &mut out), out.sent)
     });
     std::thread::sleep(Duration::from_millis(100));
-    hub.route(&change(1));
+    hub.route(&change(1), &[]);
     std::thread::sleep(Duration::from_millis(100));
     let t = Instant::now();
     signals.end(End::Revoked);
@@ -228,7 +229,7 @@ fn the_hub_writes_for_an_idle_stream_and_hands_back_what_it_could_not_send() {
         (run(&sub, timing, &mut out), out.fake.sent)
     });
     std::thread::sleep(Duration::from_millis(100));
-    hub.route(&change(1));
+    hub.route(&change(1), &[]);
     assert_eq!(
         direct.sent.lock().unwrap().as_slice(),
         change(1).event().as_bytes(),
@@ -237,8 +238,8 @@ fn the_hub_writes_for_an_idle_stream_and_hands_back_what_it_could_not_send() {
     // The connection takes 5 bytes of the next change: the thread sends the rest, then the
     // change after it (which went through its queue).
     direct.room.store(5, std::sync::atomic::Ordering::SeqCst);
-    hub.route(&change(2));
-    hub.route(&change(3));
+    hub.route(&change(2), &[]);
+    hub.route(&change(3), &[]);
     std::thread::sleep(Duration::from_millis(100));
     signals.end(End::Revoked);
     let (why, sent) = runner.join().unwrap();

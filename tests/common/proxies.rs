@@ -133,10 +133,23 @@ impl Proxy {
     }
 
     pub fn haproxy(bin: &Path, upstream: SocketAddr) -> Proxy {
+        Proxy::haproxy_for(bin, &[upstream], None)
+    }
+
+    /// HAProxy in front of one or two instances (the file's `consoled1` and its commented
+    /// `consoled2`), with the console front end at `console` (else where the file says).
+    pub fn haproxy_for(bin: &Path, upstreams: &[SocketAddr], console: Option<SocketAddr>) -> Proxy {
         let dir = TempDir::new();
         let (http, https) = (free_port("127.0.0.1"), free_port("127.0.0.1"));
         let conf = dir.0.join("haproxy.cfg");
-        std::fs::write(&conf, substituted_haproxy(upstream, http, https)).unwrap();
+        let admin = dir.0.join("admin.sock");
+        let mut text = substituted_haproxy(upstreams, http, https, &admin);
+        if let Some(console) = console {
+            let web = "server web 127.0.0.1:8090";
+            assert!(text.contains(web), "contrib/haproxy.cfg has no {web:?}");
+            text = text.replace(web, &format!("server web {console}"));
+        }
+        std::fs::write(&conf, text).unwrap();
         let log = dir.0.join("haproxy.log");
         let mut check = Command::new(bin);
         check.arg("-c").arg("-f").arg(&conf);
@@ -187,6 +200,45 @@ impl Proxy {
     }
 }
 
+impl Proxy {
+    /// HAProxy's runtime API: sets the state of server `name` of backend `consoled` (`maint`:
+    /// out of the rotation; `ready`: back once its health checks pass).
+    pub fn set_server_state(&self, name: &str, state: &str) {
+        let answer = self.runtime(&format!("set server consoled/{name} state {state}"));
+        assert!(answer.trim().is_empty(), "haproxy: {answer}");
+    }
+
+    /// Waits (at most `limit`) until HAProxy's health checks have found every server of
+    /// backend `consoled` up.
+    pub fn wait_all_up(&self, limit: Duration) {
+        let deadline = Instant::now() + limit;
+        loop {
+            // `show stat`: CSV, the proxy's name first, the server's second, its status 18th.
+            let stat = self.runtime("show stat");
+            let servers: Vec<&str> = stat
+                .lines()
+                .filter(|l| l.starts_with("consoled,") && !l.starts_with("consoled,BACKEND"))
+                .map(|l| l.split(',').nth(17).unwrap_or(""))
+                .collect();
+            if !servers.is_empty() && servers.iter().all(|s| *s == "UP") {
+                return;
+            }
+            assert!(Instant::now() < deadline, "haproxy's servers: {servers:?}");
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    fn runtime(&self, command: &str) -> String {
+        use std::io::{Read, Write};
+        let socket = self.dir.0.join("admin.sock");
+        let mut s = std::os::unix::net::UnixStream::connect(&socket).expect("the runtime API");
+        writeln!(s, "{command}").unwrap();
+        let mut answer = String::new();
+        let _ = s.read_to_string(&mut answer);
+        answer
+    }
+}
+
 impl Drop for Proxy {
     fn drop(&mut self) {
         let _ = self.child.kill();
@@ -201,14 +253,27 @@ impl Drop for Proxy {
 }
 
 /// `contrib/haproxy.cfg` with only its addresses, ports and TLS replaced: the consoled server
-/// line, the two `bind` lines, and the redirect to https (without TLS it would send everything
-/// away).
-fn substituted_haproxy(upstream: SocketAddr, http: u16, https: u16) -> String {
+/// lines (the second one, commented in the file, taken in when there are two upstreams), the
+/// two `bind` lines, the redirect to https (without TLS it would send everything away), and the
+/// runtime API's socket (`admin`).
+pub fn substituted_haproxy(
+    upstreams: &[SocketAddr],
+    http: u16,
+    https: u16,
+    admin: &Path,
+) -> String {
     let mut out = String::new();
     for line in HAPROXY_CFG.lines() {
         let t = line.trim();
         let replaced = if t.starts_with("server consoled1 127.0.0.1:8080 ") {
-            Some(t.replace("127.0.0.1:8080", &upstream.to_string()))
+            Some(t.replace("127.0.0.1:8080", &upstreams[0].to_string()))
+        } else if let (Some(rest), Some(second)) = (
+            t.strip_prefix("# server consoled2 127.0.0.1:8081 "),
+            upstreams.get(1),
+        ) {
+            Some(format!("server consoled2 {second} {rest}"))
+        } else if let Some(rest) = t.strip_prefix("stats socket /run/haproxy/admin.sock ") {
+            Some(format!("stats socket {} {rest}", admin.display()))
         } else if t == "bind :80" {
             Some(format!("bind 127.0.0.1:{http}"))
         } else if t.starts_with("bind :443 ssl ") {
@@ -229,8 +294,17 @@ fn substituted_haproxy(upstream: SocketAddr, http: u16, https: u16) -> String {
             }
         }
     }
-    for must in ["127.0.0.1:8080 ", "bind :443", "redirect scheme https"] {
+    for must in [
+        "127.0.0.1:8080 ",
+        "bind :443",
+        "redirect scheme https",
+        "/run/haproxy",
+    ] {
         assert!(!out.contains(must), "the substitution missed {must:?}");
     }
+    assert!(
+        upstreams.len() < 2 || out.contains("\n    server consoled2 "),
+        "contrib/haproxy.cfg has no commented `server consoled2 127.0.0.1:8081` line"
+    );
     out
 }

@@ -11,6 +11,8 @@ use serde_json::Value;
 #[derive(Debug, Clone, PartialEq)]
 pub enum Ev {
     Ready,
+    /// `ready` with `{"resumed":true}`: the changes missed follow.
+    Resumed,
     Change(Value),
     Resync,
     Ping,
@@ -31,6 +33,8 @@ pub struct Sse {
     pos: usize,
     text: String,
     ended: bool,
+    /// The id of the last change received (what an EventSource sends back as `Last-Event-ID`).
+    pub last_id: Option<String>,
 }
 
 /// Opens `GET /v1/events` with extra headers and reads the response head (and, for an error,
@@ -61,6 +65,7 @@ pub fn read_on(stream: TcpStream) -> Sse {
         pos: 0,
         text: String::new(),
         ended: false,
+        last_id: None,
     };
     sse.read_head(Duration::from_secs(10));
     sse
@@ -172,7 +177,11 @@ impl Sse {
         loop {
             if let Some(i) = self.text.find("\n\n") {
                 let block: String = self.text.drain(..i + 2).collect();
-                return classify(block.trim_end());
+                let (ev, id) = classify(block.trim_end());
+                if id.is_some() {
+                    self.last_id = id;
+                }
+                return ev;
             }
             match self.chunk(deadline) {
                 Ok(data) => self.text.push_str(std::str::from_utf8(&data).unwrap()),
@@ -223,17 +232,31 @@ impl Sse {
     }
 }
 
-fn classify(block: &str) -> Ev {
-    match block {
+/// The event of one block, and the change's id. A change is `event: change`, its `id:` line
+/// (every change the database announces has one), then `data:`.
+fn classify(block: &str) -> (Ev, Option<String>) {
+    let ev = match block {
         "retry: 3000\nevent: ready\ndata: {}" => Ev::Ready,
+        "retry: 3000\nevent: ready\ndata: {\"resumed\":true}" => Ev::Resumed,
         "event: resync\ndata: {}" => Ev::Resync,
         ": ping" => Ev::Ping,
-        _ => match block.strip_prefix("event: change\ndata: ") {
-            Some(data) if !data.contains('\n') => {
-                Ev::Change(serde_json::from_str(data).expect("change data is JSON"))
-            }
-            _ => Ev::Other(block.to_string()),
-        },
+        _ => return change(block),
+    };
+    (ev, None)
+}
+
+fn change(block: &str) -> (Ev, Option<String>) {
+    let parsed = block.strip_prefix("event: change\nid: ").and_then(|rest| {
+        let (id, data) = rest.split_once("\ndata: ")?;
+        let valid = !id.is_empty() && !id.contains('\n') && !data.contains('\n');
+        valid.then(|| (id.to_string(), data))
+    });
+    match parsed {
+        Some((id, data)) => {
+            let value = serde_json::from_str(data).expect("change data is JSON");
+            (Ev::Change(value), Some(id))
+        }
+        None => (Ev::Other(block.to_string()), None),
     }
 }
 

@@ -1,5 +1,6 @@
-//! The body of one stream, on the connection's own thread: `ready`, then each change as soon as it
-//! arrives, `resync` after drops, `: ping` after a quiet interval, until something ends it.
+//! The body of one stream, on the connection's own thread: its opening (`ready`, or what it was
+//! given), then each change as soon as it arrives, `resync` after drops, `: ping` after a quiet
+//! interval, until something ends it.
 //!
 //! The thread sleeps in `park_timeout` and is woken by whoever has news for it: the hub after
 //! queueing a change, a revocation or shutdown (`Signals::end`), the socket watcher when the
@@ -43,7 +44,7 @@ pub trait Outlet {
 /// opens thousands of streams within a second on a fresh instance.
 pub const SETTLE_AFTER: Duration = Duration::from_secs(1);
 
-/// The first bytes of every stream: the reconnect delay, then `ready`.
+/// The first bytes of a stream that does not resume: the reconnect delay, then `ready`.
 pub const READY: &str = "retry: 3000\nevent: ready\ndata: {}\n\n";
 pub const RESYNC: &str = "event: resync\ndata: {}\n\n";
 pub const PING: &str = ": ping\n\n";
@@ -65,7 +66,7 @@ const BATCH: usize = 16 * 1024;
 
 /// Before the body runs: the hub may write events itself while the thread sleeps (`direct`,
 /// when allowed), and a reason known already (`ended`: the server is stopping, or a request came
-/// with the stream's) ends the stream right after `ready`.
+/// with the stream's) ends the stream right after its opening.
 pub(in crate::events) fn prepare(
     signals: &Signals,
     direct: Option<Arc<dyn Direct>>,
@@ -79,15 +80,19 @@ pub(in crate::events) fn prepare(
     }
 }
 
-/// Runs the body on `rx` (the stream's queue) and `signals` until something ends it; says why.
+/// Runs the body on `rx` (the stream's queue) and `signals` until something ends it, first
+/// sending `opening` (`READY`, or a resumed stream's `ready` and the changes it missed); says why.
 pub(in crate::events) fn run(
     rx: &Receiver<Msg>,
     signals: &Signals,
     timing: Timing,
+    opening: &[Msg],
     out: &mut dyn Outlet,
 ) -> End {
     signals.attach();
-    out.queue(READY);
+    for event in opening {
+        out.queue(event);
+    }
     let now = Instant::now();
     let mut body = Running {
         rx,

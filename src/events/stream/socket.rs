@@ -43,11 +43,12 @@ pub struct StreamSocket {
     pub pipelined: bool,
 }
 
-/// What a stream runs: its queue, its signals and its clock.
+/// What a stream runs: its queue, its signals, its clock and its first events.
 pub struct Body<'a> {
     pub rx: &'a Receiver<Msg>,
     pub signals: &'a Arc<Signals>,
     pub timing: Timing,
+    pub opening: &'a [Msg],
 }
 
 /// Runs a stream on the calling thread (the connection's) until it ends; the socket is shut
@@ -76,7 +77,7 @@ pub fn run(
         pipelined.then_some(End::Pipelined)
     };
     body::prepare(body.signals, direct, ended);
-    let why = body::run(body.rx, body.signals, body.timing, &mut out);
+    let why = body::run(body.rx, body.signals, body.timing, body.opening, &mut out);
     if let Some(key) = key {
         watcher.remove(socket, key);
     }

@@ -1,0 +1,113 @@
+//! Routing one change: the streams allowed to see it (through the hub's indexes), its place in
+//! the history (kept under the index's lock, so that a stream being opened is either routed a
+//! change or finds it in the history), and the project -> organization lookups routing needs.
+
+use std::sync::{Arc, MutexGuard};
+use std::time::Instant;
+
+use super::{Hub, Routed, Sub};
+use crate::events::change::Change;
+use crate::events::history::{History, Reach, View};
+use crate::events::stream::Msg;
+
+impl Hub {
+    /// The project whose organization must be looked up before `change` can be routed: a change
+    /// that names a project but no organization (for the session streams open now, and for
+    /// those that resume later: the history keeps the organization).
+    pub fn unknown_project(&self, change: &Change) -> Option<i64> {
+        let project = change.project_id?;
+        let needed = change.org_id.is_none() && !self.lock().project_org.contains_key(&project);
+        needed.then_some(project)
+    }
+
+    pub fn remember_project(&self, project_id: i64, org_id: i64) {
+        self.lock().project_org.insert(project_id, org_id);
+    }
+
+    /// A deleted project: a later change naming only it reaches no session stream (its
+    /// organization is looked up again, and there is none).
+    pub fn forget_project(&self, project_id: i64) {
+        self.lock().project_org.remove(&project_id);
+    }
+
+    /// Queues `change` on every stream allowed to see it, and keeps it in the history.
+    /// `concerns`: the users whose organizations its transaction changed (`history::Concerns`).
+    pub fn route(&self, change: &Change, concerns: &[i64]) -> Routed {
+        let event: Msg = change.event().into();
+        let targets = self.targets(change, &event, concerns);
+        let mut routed = Routed::default();
+        for sub in targets {
+            if sub.deliver(&event) {
+                routed.delivered += 1;
+            } else {
+                routed.dropped += 1;
+            }
+        }
+        routed
+    }
+
+    fn targets(&self, change: &Change, event: &Msg, concerns: &[i64]) -> Vec<Arc<Sub>> {
+        let mut ix = self.lock();
+        let mut ids: Vec<u64> = Vec::new();
+        if let Some(project) = change.project_id {
+            ids.extend(ix.by_project.get(&project).into_iter().flatten());
+        }
+        // The organization a session stream must belong to; a change's own org_id is trusted
+        // (the caller announces the resource's project and organization).
+        let org = change.org_id.or_else(|| {
+            change
+                .project_id
+                .and_then(|p| ix.project_org.get(&p).copied())
+        });
+        let announces = change.kind == "membership" || change.kind == "organization";
+        let mut users: Vec<i64> = Vec::new();
+        if let Some(org) = org {
+            users.extend(ix.by_org.get(&org).into_iter().flatten());
+            if announces {
+                users.extend(ix.just_left.remove(&org).into_iter().flatten());
+            }
+        }
+        let own = if change.kind == "user" {
+            users.push(change.id);
+            vec![change.id].into()
+        } else if announces {
+            concerns.into()
+        } else {
+            Box::default()
+        };
+        let reach = Reach {
+            project: change.project_id,
+            org,
+            users: own,
+        };
+        self.history()
+            .record(change.id(), event.clone(), reach, Instant::now());
+        for user in users {
+            if let Some(entry) = ix.users.get(&user) {
+                ids.extend(entry.streams.iter());
+            }
+        }
+        ids.sort_unstable();
+        ids.dedup();
+        ids.iter()
+            .filter_map(|id| ix.subs.get(id).cloned())
+            .collect()
+    }
+
+    fn history(&self) -> MutexGuard<'_, History> {
+        self.history.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The changes after the one named `after` that `view` may see, for a stream that resumes;
+    /// `None` when this instance cannot tell them all (`History::replay`). Called once the
+    /// stream is subscribed and its organizations set: what is routed from then on reaches it
+    /// as well (at worst twice, never not at all).
+    pub fn replay(&self, after: &str, view: View<'_>, max: usize) -> Option<Vec<Msg>> {
+        self.history().replay(after, view, max, Instant::now())
+    }
+
+    /// The listener reconnected: what it heard before does not continue into what it hears now.
+    pub fn forget_history(&self) {
+        self.history().clear();
+    }
+}
