@@ -17,6 +17,7 @@ PORT ?= 8080
 
 run: build
 	@url="$${DATABASE_URL:-$$(scripts/pg.sh start dev $(DEV_PG_PORT))}"; \
+	[ -n "$$url" ] || { echo "no database to use (pg.sh said why above)" >&2; exit 1; }; \
 	base="$${CONSOLED_BASE_URL:-http://127.0.0.1:$(PORT)}"; \
 	if [ -z "$${CONSOLED_SMTP_URL:-}" ]; then links=true; where="./mail, links also in this log"; \
 	else links=false; where="CONSOLED_SMTP_URL"; fi; \
@@ -38,6 +39,7 @@ test: prepare lint
 	@scripts/proxy-deps.sh
 	@scripts/oidc-deps.sh
 	@url="$${DATABASE_URL:-$$(scripts/pg.sh start test $(TEST_PG_PORT))}"; \
+	[ -n "$$url" ] || { echo "no database to use (pg.sh said why above)" >&2; exit 1; }; \
 	DATABASE_URL="$$url" $(CARGO) test --locked --lib --bins --tests -- --test-threads=$${TEST_THREADS:-8} && \
 	if [ -n "$${SKIP_CONFORMANCE:-}" ]; then echo "conformance: skipped (SKIP_CONFORMANCE)"; \
 	elif python3 -c 'import venv, ensurepip' 2>/dev/null; then \
@@ -51,6 +53,7 @@ e2e:
 	@scripts/e2e-deps.sh
 	@scripts/cluster-deps.sh
 	@url="$${DATABASE_URL:-$$(scripts/pg.sh start test $(TEST_PG_PORT))}"; \
+	[ -n "$$url" ] || { echo "no database to use (pg.sh said why above)" >&2; exit 1; }; \
 	DATABASE_URL="$$url" $(CARGO) test --locked --test e2e --test e2e_resume -- --ignored --nocapture
 
 prepare:
@@ -75,6 +78,7 @@ db-down:
 # BENCH=checks (or any names of benches/*.rs, space-separated) runs only those.
 bench:
 	@url="$${DATABASE_URL:-$$(scripts/pg.sh start test $(TEST_PG_PORT))}"; \
+	[ -n "$$url" ] || { echo "no database to use (pg.sh said why above)" >&2; exit 1; }; \
 	$(CARGO) build --release --locked --bins --benches && DATABASE_URL="$$url" benches/run.sh $(BENCH)
 
 # consoled against the async reference under benches/compare (its own Cargo workspace, never
@@ -93,6 +97,7 @@ bench-compare:
 bench-resume:
 	@scripts/cluster-deps.sh
 	@url="$${DATABASE_URL:-$$(scripts/pg.sh start test $(TEST_PG_PORT))}"; \
+	[ -n "$$url" ] || { echo "no database to use (pg.sh said why above)" >&2; exit 1; }; \
 	DATABASE_URL="$$url" STREAMS="$(STREAMS)" BASELINE="$(BASELINE)" benches/resume.sh
 
 clean: db-down
@@ -102,4 +107,5 @@ clean: db-down
 # server's own OpenAPI document; see docs/CONFORMANCE.md.
 conformance:
 	@url="$${DATABASE_URL:-$$(scripts/pg.sh start test $(TEST_PG_PORT))}"; \
+	[ -n "$$url" ] || { echo "no database to use (pg.sh said why above)" >&2; exit 1; }; \
 	DATABASE_URL="$$url" scripts/conformance.sh

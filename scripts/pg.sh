@@ -97,7 +97,20 @@ CONF
             log "port taken; cluster $data moves to port $port"
             echo "port = $port" >>"$data/postgresql.conf"
         fi
-        as_owner "$bin/pg_ctl" -D "$data" -l "$base/server.log" -w -t 60 -o "-p $port" start >/dev/null
+        # A port found free may be taken before the server binds it (any program's ephemeral
+        # port may land in this range): then move on, a few times.
+        tries=0
+        until as_owner "$bin/pg_ctl" -D "$data" -l "$base/server.log" -w -t 60 -o "-p $port" start >/dev/null; do
+            tries=$((tries + 1))
+            if [ "$tries" -ge 5 ] || ! tail -n 5 "$base/server.log" | grep -q "could not bind"; then
+                log "the cluster $data did not start: $base/server.log"
+                exit 1
+            fi
+            port=$((port + 1))
+            while port_busy "$port"; do port=$((port + 1)); done
+            log "port taken while starting; cluster $data moves to port $port"
+            echo "port = $port" >>"$data/postgresql.conf"
+        done
     elif [ "${reload:-}" = yes ]; then
         as_owner "$bin/pg_ctl" -D "$data" reload >/dev/null
     fi
