@@ -67,6 +67,17 @@ fn json_lines_carry_the_security_events_and_the_access_lines_as_fields() {
     c.post_empty("/auth/logout").expect(204);
     c.get("/auth/session?token=secret-in-a-query")
         .expect_error(401, "unauthorized");
+    // A stream's access line names its client too (through the trusted proxy's header).
+    c.login(&email, PASSWORD).expect(200);
+    let cookie = format!("svc_session={}", c.cookies["svc_session"]);
+    let stream = common::sse::open(
+        server.addr,
+        &[
+            ("Cookie", cookie.as_str()),
+            ("X-Forwarded-For", ip.as_str()),
+        ],
+    );
+    assert_eq!(stream.status, 200);
 
     let ev = |name: &str| ("event", json!(name));
     let failed = find(&server, &[ev("signin_failed"), ("user_id", json!(user_id))]);
@@ -109,6 +120,16 @@ fn json_lines_carry_the_security_events_and_the_access_lines_as_fields() {
         ],
     );
     assert_eq!(session["status"], 401);
+    let events = find(
+        &server,
+        &[
+            ("target", json!("consoled::access")),
+            ("route", json!("events")),
+            ("status", json!(200)),
+        ],
+    );
+    assert_eq!(events["client"], json!(ip), "{events}");
+    assert_eq!(events["method"], "GET");
     // Never a path or a query string.
     let log = server.log().join("\n");
     assert!(!log.contains("secret-in-a-query"), "{log}");

@@ -14,6 +14,7 @@ use crate::app::{App, Reply};
 use crate::error::ApiError;
 use crate::events::StreamPlan;
 use crate::http::{Request, Response};
+use crate::logging::access;
 use crate::router;
 
 /// The refusal of `request`'s route screen, with the route's name, when it refuses (from the head
@@ -40,19 +41,22 @@ pub fn answer(state: &ServerState, complete: CompleteRequest) -> Outcome {
         started,
     } = complete;
     let app = &state.app;
-    let (route, result) = match request {
-        Ok(request) => match catch_unwind(AssertUnwindSafe(|| router::dispatch(app, &request))) {
-            Ok((route, reply)) => (route, reply),
-            Err(_) => {
-                app.metrics.panics.fetch_add(1, Ordering::Relaxed);
-                ("panic", Err(ApiError::internal("handler panicked")))
-            }
-        },
-        Err(e) => ("unread", Err(e)),
+    let (route, result, client) = match request {
+        Ok(request) => {
+            let (route, result) = dispatch(app, &request);
+            // A stream's access line names the client the request already resolved (asked
+            // only when access lines are written).
+            let logged = matches!(result, Ok(Reply::Stream(_))) && access::wanted(200);
+            let client = logged
+                .then(|| request.client_ip(&app.config.client_source))
+                .flatten();
+            (route, result, client)
+        }
+        Err(e) => ("unread", Err(e), None),
     };
     let response = match result {
         Ok(Reply::Stream(plan)) => {
-            exit::stream_head(app, &parsed, route, started);
+            exit::stream_head(app, &parsed, route, started, client);
             return Outcome::Stream(Box::new(ready_stream(parsed, plan)));
         }
         Ok(Reply::Response(response)) => response,
@@ -63,6 +67,18 @@ pub fn answer(state: &ServerState, complete: CompleteRequest) -> Outcome {
     };
     exit::respond(app, parsed, route, response, started);
     Outcome::Answered
+}
+
+/// The router's answer to a complete request; a handler's panic is a 500 (counted), and the
+/// worker or connection thread lives on.
+fn dispatch(app: &App, request: &Request) -> (&'static str, Result<Reply, ApiError>) {
+    match catch_unwind(AssertUnwindSafe(|| router::dispatch(app, request))) {
+        Ok((route, reply)) => (route, reply),
+        Err(_) => {
+            app.metrics.panics.fetch_add(1, Ordering::Relaxed);
+            ("panic", Err(ApiError::internal("handler panicked")))
+        }
+    }
 }
 
 /// The event-stream head, for the stream to send with its first event on the raw connection.

@@ -90,10 +90,17 @@ pub fn respond(
     }
 }
 
-/// Counts an event stream's response, whose head the caller writes on the raw connection.
-pub fn stream_head(app: &App, rq: &tiny_http::Request, route: &'static str, started: Instant) {
+/// Counts an event stream's response, whose head the caller writes on the raw connection;
+/// `client` is the address the stream's request resolved (`http::Request::client_ip`).
+pub fn stream_head(
+    app: &App,
+    rq: &tiny_http::Request,
+    route: &'static str,
+    started: Instant,
+    client: Option<IpAddr>,
+) {
     let sent = AccessRecord {
-        client: client_of(app, rq, 200),
+        client,
         method: rq.method().as_str(),
         route,
         status: 200,
