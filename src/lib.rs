@@ -152,7 +152,7 @@ pub fn serve_on(config: Config, listener: std::net::TcpListener) -> Result<Servi
     let capacity = capacity::Capacity::derive(&config);
     // The common-password set is built here, not by the first sign-up that needs it.
     auth::passwords::warm();
-    let hub = Arc::new(events::Hub::new());
+    let hub = Arc::new(events::Hub::with_fanout(config.stream_fanout));
     let openings = events::Openings::start(pool.clone(), stream_terms(&config, &hub))
         .map_err(|e| format!("cannot start a background thread: {e}"))?;
     let app = Arc::new(App {

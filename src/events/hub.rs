@@ -4,7 +4,9 @@
 //!
 //! Only the listener thread routes; handlers subscribe and stream threads unsubscribe. The lock is
 //! never held across I/O: deliveries are `try_send` on bounded channels, after the lock is released,
-//! each followed by a wake-up of the stream's thread (an `unpark`: no spinning, no yielding).
+//! each followed by a wake-up of the stream's thread (an `unpark`: no spinning, no yielding). A
+//! change for many streams is delivered by the listener's thread and helpers together
+//! (`fanout`), and routing returns when all of it is done.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -13,6 +15,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use crossbeam_channel::Receiver;
 
 use super::change::Change;
+use super::delivery::{per_stream, Batch, Sub};
+use super::fanout::Fanout;
 use super::leases::LeaseBook;
 use super::stream::{End, Msg, Signals};
 
@@ -30,40 +34,6 @@ pub enum Scope {
         /// id when its token is replaced, and the streams of the old token end then.
         token_tag: u64,
     },
-}
-
-struct Sub {
-    scope: Scope,
-    /// Changes that may wait in the queue.
-    capacity: usize,
-    tx: crossbeam_channel::Sender<Msg>,
-    /// The hub's own end of the stream's queue, to empty it when it overflows.
-    rx: Receiver<Msg>,
-    signals: Arc<Signals>,
-}
-
-impl Sub {
-    /// Queues an event and wakes the stream, never blocking. When the queue is full, the changes
-    /// in it are dropped instead (the client reloads everything after the `resync` it is flagged
-    /// for) and this newer one is queued behind the `resync`. Returns false when changes were
-    /// dropped.
-    fn deliver(&self, event: &Msg) -> bool {
-        // Only the listener thread delivers, so the queue cannot fill between the look and the send.
-        let full = self.tx.len() >= self.capacity;
-        if full {
-            while self.rx.try_recv().is_ok() {}
-            self.signals.flag_resync();
-        }
-        // Nothing waits for the stream's thread: the hub may write the event itself, if the
-        // thread sleeps (in order: nothing queued can be overtaken).
-        if !full && self.tx.is_empty() && self.signals.try_direct(event) {
-            return true;
-        }
-        if self.tx.send(event.clone()).is_ok() {
-            self.signals.wake();
-        }
-        !full
-    }
 }
 
 /// A user with open session streams on this instance.
@@ -125,6 +95,8 @@ impl Index {
 
 pub struct Hub {
     index: Mutex<Index>,
+    /// Who writes a change to its streams: the listener's thread, with helpers for many.
+    fanout: Fanout<(Arc<Sub>, Arc<[Msg]>)>,
     next_id: AtomicU64,
     pub leases: Arc<LeaseBook>,
     /// Recent control notifications, for streams being opened (`journal`).
@@ -172,9 +144,18 @@ fn remove<T: Eq + std::hash::Hash>(map: &mut HashMap<i64, HashSet<T>>, key: i64,
 }
 
 impl Hub {
+    /// A hub whose changes are written by two threads per CPU (`with_fanout`).
     pub fn new() -> Hub {
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        Hub::with_fanout(2 * cpus)
+    }
+
+    /// A hub whose changes are written to their streams by `threads` threads together (the
+    /// listener's and helpers: `fanout`).
+    pub fn with_fanout(threads: usize) -> Hub {
         Hub {
             index: Mutex::new(Index::default()),
+            fanout: Fanout::new(threads, |(sub, events)| sub.deliver(events)),
             next_id: AtomicU64::new(1),
             leases: Arc::new(LeaseBook::new()),
             journal: Default::default(),
@@ -325,25 +306,34 @@ impl Hub {
         self.lock().project_org.remove(&project_id);
     }
 
-    /// Queues `change` on every stream allowed to see it.
+    /// Delivers `change` to every stream allowed to see it.
     pub fn route(&self, change: &Change) -> Routed {
-        let targets = self.targets(change);
-        if targets.is_empty() {
-            return Routed::default();
-        }
-        let event: Msg = change.event().into();
-        let mut routed = Routed::default();
-        for sub in targets {
-            if sub.deliver(&event) {
-                routed.delivered += 1;
-            } else {
-                routed.dropped += 1;
-            }
-        }
-        routed
+        let mut batch = Batch::default();
+        self.route_into(change, &mut batch);
+        self.deliver(batch)
     }
 
-    fn targets(&self, change: &Change) -> Vec<Arc<Sub>> {
+    /// Finds the streams allowed to see `change` now and adds it to `batch` for them; nothing
+    /// is written until `deliver`.
+    pub fn route_into(&self, change: &Change, batch: &mut Batch) {
+        let targets = self.targets(change);
+        if targets.is_empty() {
+            return;
+        }
+        let at = batch.events.len() as u32;
+        batch.events.push(change.event().into());
+        batch
+            .deliveries
+            .extend(targets.into_iter().map(|(id, sub)| (id, sub, at)));
+    }
+
+    /// Writes each stream's changes of `batch` to it, in order and in one write.
+    pub fn deliver(&self, batch: Batch) -> Routed {
+        let (delivered, dropped) = self.fanout.run(per_stream(batch));
+        Routed { delivered, dropped }
+    }
+
+    fn targets(&self, change: &Change) -> Vec<(u64, Arc<Sub>)> {
         let mut ix = self.lock();
         let mut ids: Vec<u64> = Vec::new();
         if let Some(project) = change.project_id {
@@ -374,7 +364,7 @@ impl Hub {
         ids.sort_unstable();
         ids.dedup();
         ids.iter()
-            .filter_map(|id| ix.subs.get(id).cloned())
+            .filter_map(|id| Some((*id, ix.subs.get(id)?.clone())))
             .collect()
     }
 

@@ -17,6 +17,7 @@ use postgres::fallible_iterator::FallibleIterator;
 use postgres::{Client, Notification};
 
 use super::change::Change;
+use super::delivery::Batch;
 use super::handles::Core;
 use super::journal::Mark;
 use crate::db::visibility;
@@ -131,9 +132,7 @@ fn listen(
             Ok(None) if client.is_closed() => return Err("connection closed".into()),
             Ok(None) => continue,
         };
-        for n in batch {
-            handle(core, client, &n).map_err(|e| crate::db::health::cause(&e))?;
-        }
+        handle_all(core, client, &batch).map_err(|e| crate::db::health::cause(&e))?;
     }
     Ok(())
 }
@@ -166,18 +165,57 @@ fn refresh(core: &Core, client: &mut Client) -> Result<(), postgres::Error> {
     Ok(())
 }
 
-fn handle(core: &Core, client: &mut Client, n: &Notification) -> Result<(), postgres::Error> {
-    match n.channel() {
-        CHANGE_CHANNEL => change(core, client, n.payload()),
-        CONTROL_CHANNEL => control(core, client, n.payload()),
-        other => {
-            log::warn!("notification on unexpected channel {other}");
-            Ok(())
+/// Handles notifications in the order they were committed. Changes that follow each other are
+/// routed one by one and written together (`hub::Batch`): a stream gets the changes read in one
+/// go in one write. Whatever else comes (a revocation, a reload) is handled after the changes
+/// before it were written.
+fn handle_all(
+    core: &Core,
+    client: &mut Client,
+    notifications: &[Notification],
+) -> Result<(), postgres::Error> {
+    let mut routed = Batch::default();
+    for n in notifications {
+        let handled = match n.channel() {
+            CHANGE_CHANNEL => change(core, client, n.payload(), &mut routed),
+            CONTROL_CHANNEL => {
+                deliver(core, std::mem::take(&mut routed));
+                control(core, client, n.payload())
+            }
+            other => {
+                log::warn!("notification on unexpected channel {other}");
+                Ok(())
+            }
+        };
+        if let Err(e) = handled {
+            // The changes routed before still go out; the reconnection that follows tells
+            // every stream to resync for whatever came after.
+            deliver(core, routed);
+            return Err(e);
         }
+    }
+    deliver(core, routed);
+    Ok(())
+}
+
+fn deliver(core: &Core, routed: Batch) {
+    if routed.is_empty() {
+        return;
+    }
+    let routed = core.hub.deliver(routed);
+    if routed.dropped > 0 {
+        core.metrics
+            .changes_dropped
+            .fetch_add(routed.dropped as u64, Ordering::Relaxed);
     }
 }
 
-fn change(core: &Core, client: &mut Client, payload: &str) -> Result<(), postgres::Error> {
+fn change(
+    core: &Core,
+    client: &mut Client,
+    payload: &str,
+    routed: &mut Batch,
+) -> Result<(), postgres::Error> {
     core.metrics
         .changes_received
         .fetch_add(1, Ordering::Relaxed);
@@ -206,12 +244,7 @@ fn change(core: &Core, client: &mut Client, payload: &str) -> Result<(), postgre
             core.hub.remember_project(project, org);
         }
     }
-    let routed = core.hub.route(&change);
-    if routed.dropped > 0 {
-        core.metrics
-            .changes_dropped
-            .fetch_add(routed.dropped as u64, Ordering::Relaxed);
-    }
+    core.hub.route_into(&change, routed);
     Ok(())
 }
 

@@ -8,6 +8,8 @@
 //! user's organizations.
 
 mod change;
+mod delivery;
+mod fanout;
 mod handles;
 pub mod hub;
 pub mod journal;
