@@ -86,7 +86,9 @@ bench:
 # docs/bench-compare/. QUICK=1: a smaller ladder into benches/out/compare-quick/; ROUNDS=N repeats
 # the pair, alternating which goes first. See BENCHMARKS.md. consoled runs in both delivery modes
 # (a column `consoled (CONSOLED_STREAM_DIRECT=false)`), and each server then takes a reconnect
-# storm of STORM streams (default 5,000) on a fresh instance.
+# storm of STORM streams (default 5,000) on a fresh instance. Each also runs the fan-out rungs on a
+# fresh instance in two other client shapes: a blocking client thread per stream, and the light
+# client beside CPU-bound neighbour processes (issue 38).
 bench-compare:
 	@QUICK="$(QUICK)" ROUNDS="$(ROUNDS)" STORM="$(STORM)" benches/compare/run.sh
 

@@ -154,7 +154,10 @@ pub fn serve_on(config: Config, listener: std::net::TcpListener) -> Result<Servi
     let capacity = capacity::Capacity::derive(&config);
     // The common-password set is built here, not by the first sign-up that needs it.
     auth::passwords::warm();
-    let hub = Arc::new(events::Hub::with_history(config.stream_history));
+    let hub = Arc::new(events::Hub::with(
+        config.stream_history,
+        config.stream_fanout,
+    ));
     let openings = events::Openings::start(pool.clone(), opening_settings(&config, &hub))
         .map_err(|e| format!("cannot start a background thread: {e}"))?;
     let app = Arc::new(App {

@@ -7,7 +7,8 @@
 # consoled runs in both delivery modes: the default (the hub writes for idle streams) and the
 # column `consoled (CONSOLED_STREAM_DIRECT=false)`. After each ladder a fresh instance gets a
 # reconnect storm: STORM streams (default 5,000; 1,000 with QUICK=1; STORM=0 leaves it out) opened
-# at once, timed until every one has `ready`.
+# at once, timed until every one has `ready`. Each also runs the fan-out rungs on a fresh instance
+# with a blocking client thread per stream, and beside CPU-bound neighbour processes (issue 38).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 

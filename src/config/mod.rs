@@ -117,6 +117,9 @@ pub struct Config {
     /// The hub may write an event itself on a stream whose thread sleeps with nothing to send,
     /// instead of waking the thread (false: every event through the stream's thread).
     pub stream_direct: bool,
+    /// Threads that write a change to its streams together (the listener's and helpers), when
+    /// it goes to many (`events::fanout`).
+    pub stream_fanout: usize,
     /// The share of this instance's connections, and of its streams, one client address may hold.
     pub client_share: f64,
     /// A request body must arrive within this, extended by 1 s per 500 bytes received
@@ -313,6 +316,7 @@ impl Config {
             )?,
             stream_stall: env.seconds("CONSOLED_STREAM_STALL_SECONDS", 60.0, 0.05..=3600.0)?,
             stream_direct: env.bool("CONSOLED_STREAM_DIRECT", true)?,
+            stream_fanout: env.parse("CONSOLED_STREAM_FANOUT_THREADS", 2 * cores)?,
             client_share: env.parse("CONSOLED_CLIENT_SHARE", 0.25)?,
             body_timeout: env.seconds("CONSOLED_BODY_TIMEOUT_SECONDS", 20.0, 0.05..=3600.0)?,
             read_timeout: env.seconds("CONSOLED_READ_TIMEOUT_SECONDS", 10.0, 0.05..=3600.0)?,
@@ -333,6 +337,7 @@ impl Config {
             ("CONSOLED_WORKERS", self.workers),
             ("CONSOLED_HASH_THREADS", self.hash_threads),
             ("CONSOLED_STREAM_QUEUE", self.stream_queue),
+            ("CONSOLED_STREAM_FANOUT_THREADS", self.stream_fanout),
             ("CONSOLED_DB_POOL", self.db_pool_size as usize),
             ("CONSOLED_TOKENS_PER_PROJECT", self.tokens_per_project),
             (

@@ -4,7 +4,9 @@
 //!
 //! Only the listener thread routes; handlers subscribe and stream threads unsubscribe. The lock is
 //! never held across I/O: deliveries are `try_send` on bounded channels, after the lock is released,
-//! each followed by a wake-up of the stream's thread (an `unpark`: no spinning, no yielding).
+//! each followed by a wake-up of the stream's thread (an `unpark`: no spinning, no yielding). A
+//! change for many streams is delivered by the listener's thread and helpers together
+//! (`fanout`), and routing returns when all of it is done.
 //!
 //! Each change routed is also kept in the `history`, under the same lock as the routing, so that
 //! a stream being opened either is routed a change or finds it there (`replay`), never neither.
@@ -15,6 +17,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use crossbeam_channel::Receiver;
 
+use super::delivery::Sub;
+use super::fanout::Fanout;
 use super::history::{History, Limits};
 use super::leases::LeaseBook;
 use super::stream::{End, Msg, Signals};
@@ -34,40 +38,6 @@ pub enum Scope {
         /// id when its token is replaced, and the streams of the old token end then.
         token_tag: u64,
     },
-}
-
-struct Sub {
-    scope: Scope,
-    /// Changes that may wait in the queue.
-    capacity: usize,
-    tx: crossbeam_channel::Sender<Msg>,
-    /// The hub's own end of the stream's queue, to empty it when it overflows.
-    rx: Receiver<Msg>,
-    signals: Arc<Signals>,
-}
-
-impl Sub {
-    /// Queues an event and wakes the stream, never blocking. When the queue is full, the changes
-    /// in it are dropped instead (the client reloads everything after the `resync` it is flagged
-    /// for) and this newer one is queued behind the `resync`. Returns false when changes were
-    /// dropped.
-    fn deliver(&self, event: &Msg) -> bool {
-        // Only the listener thread delivers, so the queue cannot fill between the look and the send.
-        let full = self.tx.len() >= self.capacity;
-        if full {
-            while self.rx.try_recv().is_ok() {}
-            self.signals.flag_resync();
-        }
-        // Nothing waits for the stream's thread: the hub may write the event itself, if the
-        // thread sleeps (in order: nothing queued can be overtaken).
-        if !full && self.tx.is_empty() && self.signals.try_direct(event) {
-            return true;
-        }
-        if self.tx.send(event.clone()).is_ok() {
-            self.signals.wake();
-        }
-        !full
-    }
 }
 
 /// A user with open session streams on this instance.
@@ -129,6 +99,8 @@ impl Index {
 
 pub struct Hub {
     index: Mutex<Index>,
+    /// Who writes a change to its streams: the listener's thread, with helpers for many.
+    fanout: Fanout<(Arc<Sub>, Arc<[Msg]>)>,
     next_id: AtomicU64,
     pub leases: Arc<LeaseBook>,
     /// Recent control notifications, for streams being opened (`journal`).
@@ -177,15 +149,23 @@ fn remove<T: Eq + std::hash::Hash>(map: &mut HashMap<i64, HashSet<T>>, key: i64,
     }
 }
 
+/// Threads writing a batch of changes by default: two per CPU.
+fn default_fanout() -> usize {
+    2 * std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
 impl Hub {
+    /// A hub with the default history, whose changes are written by two threads per CPU.
     pub fn new() -> Hub {
-        Hub::with_history(Limits::default())
+        Hub::with(Limits::default(), default_fanout())
     }
 
-    /// A hub that keeps at most `limits` of history.
-    pub fn with_history(limits: Limits) -> Hub {
+    /// A hub that keeps at most `limits` of history, whose changes are written to their streams
+    /// by `threads` threads together (the listener's and helpers: `fanout`).
+    pub fn with(limits: Limits, threads: usize) -> Hub {
         Hub {
             index: Mutex::new(Index::default()),
+            fanout: Fanout::new(threads, |(sub, events)| sub.deliver(events)),
             next_id: AtomicU64::new(1),
             leases: Arc::new(LeaseBook::new()),
             journal: Default::default(),

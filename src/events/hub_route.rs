@@ -1,12 +1,14 @@
-//! Routing one change: the streams allowed to see it (through the hub's indexes), its place in
-//! the history (kept under the index's lock, so that a stream being opened is either routed a
-//! change or finds it in the history), and the project -> organization lookups routing needs.
+//! Routing changes: the streams allowed to see each (through the hub's indexes), gathered in a
+//! batch that `deliver` writes (`fanout`); each change's place in the history (kept under the
+//! index's lock, so that a stream being opened is either routed a change or finds it in the
+//! history); and the project -> organization lookups routing needs.
 
 use std::sync::{Arc, MutexGuard};
 use std::time::Instant;
 
-use super::{Hub, Routed, Sub};
+use super::{Hub, Routed};
 use crate::events::change::Change;
+use crate::events::delivery::{per_stream, Batch, Sub};
 use crate::events::history::{History, Reach, View};
 use crate::events::stream::Msg;
 
@@ -30,23 +32,41 @@ impl Hub {
         self.lock().project_org.remove(&project_id);
     }
 
-    /// Queues `change` on every stream allowed to see it, and keeps it in the history.
+    /// Queues `change` on every stream allowed to see it, and keeps it in the history: a batch
+    /// of one (`route_into`, then `deliver`).
     /// `concerns`: the users whose organizations its transaction changed (`history::Concerns`).
     pub fn route(&self, change: &Change, concerns: &[i64]) -> Routed {
-        let event: Msg = change.event().into();
-        let targets = self.targets(change, &event, concerns);
-        let mut routed = Routed::default();
-        for sub in targets {
-            if sub.deliver(&event) {
-                routed.delivered += 1;
-            } else {
-                routed.dropped += 1;
-            }
-        }
-        routed
+        let mut batch = Batch::default();
+        self.route_into(change, concerns, &mut batch);
+        self.deliver(batch)
     }
 
-    fn targets(&self, change: &Change, event: &Msg, concerns: &[i64]) -> Vec<Arc<Sub>> {
+    /// Finds the streams allowed to see `change` now and adds it to `batch` for them, and keeps
+    /// it in the history at once; nothing is written to a stream until `deliver`. (A stream
+    /// subscribed in between finds the change in the history, or is not told `resumed`.)
+    pub fn route_into(&self, change: &Change, concerns: &[i64], batch: &mut Batch) {
+        let event: Msg = change.event().into();
+        let targets = self.targets(change, &event, concerns);
+        if targets.is_empty() {
+            return;
+        }
+        let at = batch.events.len() as u32;
+        batch.events.push(event);
+        batch
+            .deliveries
+            .extend(targets.into_iter().map(|(id, sub)| (id, sub, at)));
+    }
+
+    /// Writes each stream's changes of `batch` to it, in order and in one write.
+    pub fn deliver(&self, batch: Batch) -> Routed {
+        if batch.is_empty() {
+            return Routed::default();
+        }
+        let (delivered, dropped) = self.fanout.run(per_stream(batch));
+        Routed { delivered, dropped }
+    }
+
+    fn targets(&self, change: &Change, event: &Msg, concerns: &[i64]) -> Vec<(u64, Arc<Sub>)> {
         let mut ix = self.lock();
         let mut ids: Vec<u64> = Vec::new();
         if let Some(project) = change.project_id {
@@ -90,7 +110,7 @@ impl Hub {
         ids.sort_unstable();
         ids.dedup();
         ids.iter()
-            .filter_map(|id| ix.subs.get(id).cloned())
+            .filter_map(|id| Some((*id, ix.subs.get(id)?.clone())))
             .collect()
     }
 

@@ -1,7 +1,8 @@
 //! Unit tests of `hub`.
 use super::*;
 use crate::events::change::Change;
-use crate::events::history::View;
+use crate::events::delivery::Batch;
+use crate::events::history::{Limits, View};
 
 fn change(kind: &str, id: i64, project: Option<i64>, org: Option<i64>) -> Change {
     Change {
@@ -256,4 +257,52 @@ fn announcements_reach_those_they_concern_and_a_reconnect_forgets_the_history() 
     );
     hub.forget_history();
     assert_eq!(hub.replay(&event_id((9, 0x0)), me, 8), None);
+}
+
+/// The listener routes every change it read before writing any (`route_into`, then `deliver`):
+/// each stream still gets exactly the changes it may see, once each and in commit order, when
+/// streams share some changes and not others and the batch is written by several threads.
+#[test]
+fn a_batch_reaches_each_stream_with_its_changes_in_order() {
+    let hub = Arc::new(Hub::with(Limits::default(), 4));
+    // Enough streams per project for the helpers to share the writing (`fanout`).
+    let streams = |project: i64| -> Vec<Subscription> {
+        (0..40)
+            .map(|i| {
+                let scope = Scope::Token {
+                    token_id: project * 1000 + i,
+                    project_id: project,
+                };
+                hub.subscribe(scope, 8).0
+            })
+            .collect()
+    };
+    let (ten, eleven) = (streams(10), streams(11));
+    let mut batch = Batch::default();
+    let projects = [10, 11, 10, 10, 11, 12, 10];
+    for (id, project) in projects.iter().enumerate() {
+        hub.route_into(
+            &change("server", id as i64, Some(*project), None),
+            &[],
+            &mut batch,
+        );
+    }
+    let routed = hub.deliver(batch);
+    assert_eq!((routed.delivered, routed.dropped), (4 * 40 + 2 * 40, 0));
+    let ids = |sub: &Subscription| -> Vec<i64> {
+        sub.rx
+            .try_iter()
+            .map(|m| {
+                let data = m.split("data: ").nth(1).expect("a change event");
+                let v: serde_json::Value = serde_json::from_str(data.trim()).expect("json");
+                v["id"].as_i64().expect("an id")
+            })
+            .collect()
+    };
+    for sub in &ten {
+        assert_eq!(ids(sub), [0, 2, 3, 6]);
+    }
+    for sub in &eleven {
+        assert_eq!(ids(sub), [1, 4]);
+    }
 }

@@ -19,6 +19,7 @@ use postgres::fallible_iterator::FallibleIterator;
 use postgres::{Client, Notification};
 
 use super::change::Change;
+use super::delivery::Batch;
 use super::handles::Upkeep;
 use super::history::Concerns;
 use super::journal::Mark;
@@ -147,9 +148,8 @@ fn listen(
             }
             Ok(None) => continue,
         };
-        for n in batch {
-            handle(core, client, &mut concerns, &n).map_err(|e| crate::db::health::cause(&e))?;
-        }
+        handle_all(core, client, &mut concerns, &batch)
+            .map_err(|e| crate::db::health::cause(&e))?;
     }
     Ok(())
 }
@@ -195,19 +195,49 @@ fn refresh(core: &Upkeep, client: &mut Client) -> Result<(), postgres::Error> {
     Ok(())
 }
 
-fn handle(
+/// Handles notifications in the order they were committed. Changes that follow each other are
+/// routed one by one and written together (`hub::Batch`): a stream gets the changes read in one
+/// go in one write. Whatever else comes (a revocation, a reload) is handled after the changes
+/// before it were written.
+fn handle_all(
     core: &Upkeep,
     client: &mut Client,
     concerns: &mut Concerns,
-    n: &Notification,
+    notifications: &[Notification],
 ) -> Result<(), postgres::Error> {
-    match n.channel() {
-        CHANGE_CHANNEL => change(core, client, concerns, n.payload()),
-        CONTROL_CHANNEL => control(core, client, concerns, n.payload()),
-        other => {
-            log::warn!("notification on unexpected channel {other}");
-            Ok(())
+    let mut routed = Batch::default();
+    for n in notifications {
+        let handled = match n.channel() {
+            CHANGE_CHANNEL => change(core, client, concerns, n.payload(), &mut routed),
+            CONTROL_CHANNEL => {
+                deliver(core, std::mem::take(&mut routed));
+                control(core, client, concerns, n.payload())
+            }
+            other => {
+                log::warn!("notification on unexpected channel {other}");
+                Ok(())
+            }
+        };
+        if let Err(e) = handled {
+            // The changes routed before still go out; the reconnection that follows tells
+            // every stream to resync for whatever came after.
+            deliver(core, routed);
+            return Err(e);
         }
+    }
+    deliver(core, routed);
+    Ok(())
+}
+
+fn deliver(core: &Upkeep, routed: Batch) {
+    if routed.is_empty() {
+        return;
+    }
+    let routed = core.hub.deliver(routed);
+    if routed.dropped > 0 {
+        core.metrics
+            .changes_dropped
+            .fetch_add(routed.dropped as u64, Ordering::Relaxed);
     }
 }
 
@@ -216,6 +246,7 @@ fn change(
     client: &mut Client,
     concerns: &mut Concerns,
     payload: &str,
+    routed: &mut Batch,
 ) -> Result<(), postgres::Error> {
     core.metrics
         .changes_received
@@ -245,12 +276,8 @@ fn change(
             core.hub.remember_project(project, org);
         }
     }
-    let routed = core.hub.route(&change, concerns.change(change.id()));
-    if routed.dropped > 0 {
-        core.metrics
-            .changes_dropped
-            .fetch_add(routed.dropped as u64, Ordering::Relaxed);
-    }
+    core.hub
+        .route_into(&change, concerns.change(change.id()), routed);
     Ok(())
 }
 

@@ -8,6 +8,8 @@
 //! user's organizations.
 
 mod change;
+mod delivery;
+mod fanout;
 mod handles;
 pub mod history;
 pub mod hub;

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use super::change::Change;
 use super::hub::{Hub, Scope, Subscription};
-use super::stream::{run_body, Direct, End, Outlet, Sent, Timing, READY, SETTLE_AFTER};
+use super::stream::{run_body, Direct, End, Msg, Outlet, Sent, Timing, READY, SETTLE_AFTER};
 
 /// The body of `sub`'s stream on the calling thread.
 fn run(sub: &Subscription, timing: Timing, out: &mut dyn Outlet) -> End {
@@ -128,7 +128,8 @@ struct FakeDirect {
 }
 
 impl Direct for FakeDirect {
-    fn send(&self, text: &str) -> Sent {
+    fn send(&self, events: &[Msg]) -> Sent {
+        let text = events.concat();
         let room = self.room.load(std::sync::atomic::Ordering::SeqCst);
         let n = text.len().min(room);
         self.sent

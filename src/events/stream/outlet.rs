@@ -6,7 +6,7 @@
 use std::io::Write;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use super::body::Outlet;
+use super::body::{Msg, Outlet};
 use super::signal::{Direct, End, Sent};
 use crate::locks::Unpoisoned;
 use crate::os::thread::ThreadRole;
@@ -51,9 +51,12 @@ impl SocketDirect {
 }
 
 impl Direct for SocketDirect {
-    fn send(&self, text: &str) -> Sent {
-        let mut framed = Vec::with_capacity(text.len() + 16);
-        frame(&mut framed, self.chunked, text);
+    fn send(&self, events: &[Msg]) -> Sent {
+        let len: usize = events.iter().map(|e| e.len() + 16).sum();
+        let mut framed = Vec::with_capacity(len);
+        for text in events {
+            frame(&mut framed, self.chunked, text);
+        }
         // An error (the client is gone) sends nothing; the thread's own send then finds out.
         let sent = self.socket.send_some(&framed).unwrap_or(0);
         if sent == framed.len() {

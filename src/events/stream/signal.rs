@@ -8,13 +8,15 @@ use std::sync::{Arc, OnceLock};
 use std::thread::{self, Thread};
 use std::time::{Duration, Instant};
 
+use super::body::Msg;
+
 /// The hub's way to write on a stream's connection while the stream's thread sleeps with
 /// nothing to send (`Signals::try_direct` decides when): the thread is then not woken for the
 /// event at all, which was most of a delivery's cost (see docs/events.md).
 pub trait Direct: Send + Sync {
-    /// Frames `text` and sends it without blocking; what the socket does not take is kept for
-    /// the outlet (`Outlet::reclaim`).
-    fn send(&self, text: &str) -> Sent;
+    /// Frames each of `events` and sends them together without blocking; what the socket does
+    /// not take is kept for the outlet (`Outlet::reclaim`).
+    fn send(&self, events: &[Msg]) -> Sent;
 }
 
 /// How much of an event a direct write sent.
@@ -178,16 +180,17 @@ impl Signals {
     }
 
     /// The hub's fast path for a stream whose queue is empty: if its thread is idle, writes the
-    /// event on the connection without waking it. True when the event was taken care of (sent;
-    /// or partly sent, the rest left to the thread, which is woken).
-    pub(in crate::events) fn try_direct(&self, event: &str) -> bool {
+    /// events on the connection without waking it (several: changes that waited for the hub,
+    /// in one write). True when they were taken care of (sent; or partly sent, the rest left to
+    /// the thread, which is woken).
+    pub(in crate::events) fn try_direct(&self, events: &[Msg]) -> bool {
         let Some(direct) = self.direct.get() else {
             return false;
         };
         if self.writer.hand(Writer::Idle, Writer::Hub).is_err() {
             return false;
         }
-        let sent = direct.send(event);
+        let sent = direct.send(events);
         let now = since_base(Instant::now());
         if sent != Sent::Nothing {
             self.progress_at.store(now, Ordering::Release);

@@ -1,15 +1,16 @@
-//! The client side: streams opened with blocking sockets by a few opener threads (each read up to
-//! `ready`), then read by a few epoll pollers, so that 20,000 streams cost 20,000 descriptors and
-//! not 20,000 threads on the client side. A poller stamps each read as it returns and credits
-//! every change in it with `now - commit stamp`.
+//! The client side, whatever its shape: opening a stream (blocking, read up to its `ready`),
+//! the commit stamps, and what the readers saw (`Tally`). Two shapes read the streams once
+//! open (`Readers`): a few epoll pollers (`pollers`, the light client: 20,000 streams cost
+//! 20,000 descriptors and not 20,000 threads) and one blocking thread per stream (`blocking`,
+//! the client of a browser farm or of one thread per subscriber, whose threads want the CPUs
+//! the server wants). A reader stamps each read as it returns and credits every change in it
+//! with `now - commit stamp`.
 
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpStream};
-use std::os::fd::{AsRawFd, FromRawFd, RawFd};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::mpsc::{channel, Receiver, Sender};
-use std::sync::{Arc, Mutex};
-use std::thread;
+use std::os::fd::FromRawFd;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 /// Client source addresses, in turn: each stays far below any per-address share of the server,
@@ -38,149 +39,73 @@ impl Stamps {
         self.at[seq].store(self.now(), Ordering::SeqCst);
     }
 
-    fn now(&self) -> u64 {
+    pub fn now(&self) -> u64 {
         self.clock.elapsed().as_nanos() as u64
     }
 }
 
-/// What the pollers saw, shared with the coordinator.
-#[derive(Default)]
+/// Shards of the deliveries' list: 5,000 reader threads appending to one list would wait for
+/// each other's lock (futex sleeps and wake-ups of the client's own, on the CPUs being measured).
+const SHARDS: usize = 64;
+
+/// What the readers saw, shared with the coordinator.
 pub struct Tally {
-    /// (change sequence number, latency in microseconds) for each delivery.
-    pub deliveries: Mutex<Vec<(u32, u32)>>,
+    /// (change sequence number, latency in microseconds) for each delivery, in shards.
+    deliveries: Vec<Mutex<Vec<(u32, u32)>>>,
     pub resyncs: AtomicU64,
     /// Streams the server ended or that failed while being read.
     pub lost: AtomicU64,
 }
 
-pub struct Pollers {
-    epolls: Vec<RawFd>,
-    inbox: Vec<Sender<TcpStream>>,
-    threads: Vec<thread::JoinHandle<()>>,
-    stop: Arc<AtomicBool>,
-    next: AtomicUsize,
-    pub tally: Arc<Tally>,
-    pub open: Arc<AtomicUsize>,
-}
-
-impl Pollers {
-    pub fn start(n: usize, stamps: &Arc<Stamps>) -> Pollers {
-        let stop = Arc::new(AtomicBool::new(false));
-        let tally = Arc::new(Tally::default());
-        let open = Arc::new(AtomicUsize::new(0));
-        let (mut epolls, mut inbox, mut threads) = (vec![], vec![], vec![]);
-        for i in 0..n {
-            // SAFETY: creates a new descriptor, checked below.
-            let ep = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
-            assert!(ep >= 0, "epoll_create1");
-            let (tx, rx) = channel();
-            let (stop, tally, open, stamps) =
-                (stop.clone(), tally.clone(), open.clone(), stamps.clone());
-            threads.push(
-                thread::Builder::new()
-                    .name(format!("poller-{i}"))
-                    .spawn(move || poll(ep, &rx, &stop, &tally, &open, &stamps))
-                    .expect("poller thread"),
-            );
-            epolls.push(ep);
-            inbox.push(tx);
-        }
-        Pollers {
-            epolls,
-            inbox,
-            threads,
-            stop,
-            next: AtomicUsize::new(0),
-            tally,
-            open,
-        }
-    }
-
-    /// Hands an open stream (its head and `ready` read) to a poller.
-    pub fn add(&self, s: TcpStream) {
-        s.set_nonblocking(true).expect("non-blocking");
-        let i = self.next.fetch_add(1, Ordering::Relaxed) % self.epolls.len();
-        let fd = s.as_raw_fd();
-        // The poller drains its inbox before it handles events, so it owns the stream by the
-        // time an event for it can arrive.
-        self.inbox[i].send(s).expect("poller alive");
-        let mut ev = libc::epoll_event {
-            events: (libc::EPOLLIN | libc::EPOLLRDHUP) as u32,
-            u64: fd as u64,
-        };
-        // SAFETY: both descriptors are open; `ev` is a valid event.
-        let rc = unsafe { libc::epoll_ctl(self.epolls[i], libc::EPOLL_CTL_ADD, fd, &mut ev) };
-        assert_eq!(rc, 0, "epoll_ctl");
-        self.open.fetch_add(1, Ordering::SeqCst);
-    }
-
-    /// Closes every stream and ends the pollers.
-    pub fn close_all(self) {
-        self.stop.store(true, Ordering::SeqCst);
-        drop(self.inbox);
-        for t in self.threads {
-            let _ = t.join();
-        }
-        for ep in self.epolls {
-            // SAFETY: our own descriptor, closed once.
-            unsafe { libc::close(ep) };
+impl Default for Tally {
+    fn default() -> Tally {
+        Tally {
+            deliveries: (0..SHARDS).map(|_| Mutex::new(Vec::new())).collect(),
+            resyncs: AtomicU64::new(0),
+            lost: AtomicU64::new(0),
         }
     }
 }
 
-fn poll(
-    ep: RawFd,
-    inbox: &Receiver<TcpStream>,
-    stop: &AtomicBool,
-    tally: &Tally,
-    open: &AtomicUsize,
-    stamps: &Stamps,
-) {
-    let mut conns: Vec<Option<(TcpStream, Vec<u8>)>> = Vec::new();
-    let mut events = vec![libc::epoll_event { events: 0, u64: 0 }; 512];
-    let mut buf = vec![0u8; 64 * 1024];
-    let mut got: Vec<(u32, u32)> = Vec::new();
-    while !stop.load(Ordering::SeqCst) {
-        // SAFETY: `events` has room for its length.
-        let n = unsafe { libc::epoll_wait(ep, events.as_mut_ptr(), events.len() as i32, 20) };
-        let now = stamps.now();
-        while let Ok(s) = inbox.try_recv() {
-            let fd = s.as_raw_fd() as usize;
-            if conns.len() <= fd {
-                conns.resize_with(fd + 1, || None);
-            }
-            conns[fd] = Some((s, Vec::new()));
-        }
-        for ev in events.iter().take(n.max(0) as usize) {
-            let fd = ev.u64 as usize;
-            let Some((s, pending)) = conns.get_mut(fd).and_then(Option::as_mut) else {
-                continue;
-            };
-            let closed = loop {
-                match s.read(&mut buf) {
-                    Ok(0) => break true,
-                    Ok(k) => pending.extend_from_slice(&buf[..k]),
-                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break false,
-                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                    Err(_) => break true,
-                }
-            };
-            scan(pending, now, stamps, tally, &mut got);
-            if closed {
-                tally.lost.fetch_add(1, Ordering::Relaxed);
-                open.fetch_sub(1, Ordering::SeqCst);
-                conns[fd] = None;
-            }
-        }
+impl Tally {
+    /// Moves `got` into the shard of reader `reader`.
+    pub fn add(&self, reader: usize, got: &mut Vec<(u32, u32)>) {
         if !got.is_empty() {
-            tally.deliveries.lock().expect("tally").append(&mut got);
+            let mut shard = self.deliveries[reader % SHARDS].lock().expect("tally");
+            shard.append(got);
         }
     }
+
+    /// Deliveries counted so far.
+    pub fn len(&self) -> usize {
+        self.deliveries
+            .iter()
+            .map(|s| s.lock().expect("tally").len())
+            .sum()
+    }
+
+    /// Every delivery so far, taken out.
+    pub fn take(&self) -> Vec<(u32, u32)> {
+        let mut all = Vec::new();
+        for s in &self.deliveries {
+            all.append(&mut s.lock().expect("tally"));
+        }
+        all
+    }
+}
+
+/// A client shape: who reads the open streams.
+pub trait Readers: Sync {
+    /// Takes an open stream (its head and `ready` read) to read from now on.
+    fn add(&self, s: TcpStream);
+    /// Streams being read now.
+    fn open(&self) -> usize;
+    fn tally(&self) -> &Tally;
 }
 
 /// Takes the complete events out of `pending` (each ends in a blank line; the chunk-size lines
 /// between them are harmless to this scan) and credits each change with its latency.
-fn scan(
+pub fn scan(
     pending: &mut Vec<u8>,
     now: u64,
     stamps: &Stamps,

@@ -10,7 +10,8 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use crate::client::{self, Pollers, Stamps};
+use crate::client::{self, Readers, Stamps};
+use crate::pollers::Pollers;
 use crate::procfs::{self, Sample};
 use crate::server::{Kind, Server};
 
@@ -23,6 +24,10 @@ pub struct Plan {
     /// Streams closed at once for the close-to-release measurement, and how long to wait.
     pub release: (usize, Duration),
     pub pollers: usize,
+    /// The rungs run again in each of the other client shapes (`contended`), on a fresh
+    /// instance.
+    pub contended: Vec<(usize, u64, f64)>,
+    pub shapes: Vec<crate::contended::Shape>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Default)]
@@ -47,6 +52,12 @@ pub struct Rung {
     pub cpu_us_per_delivery: f64,
     /// The server while these streams were open, before the changes.
     pub with_streams: Sample,
+    /// The client shape, for the rungs of `contended` (empty: the light client's ladder).
+    #[serde(default)]
+    pub shape: String,
+    /// CPU seconds the neighbour processes had during the rung (the neighbour shape).
+    #[serde(default)]
+    pub neighbours_cpu_s: f64,
 }
 
 #[derive(Serialize, Deserialize, Clone, Default)]
@@ -91,6 +102,9 @@ pub struct Outcome {
     /// Streams opened at once on a fresh instance (a reconnect storm).
     #[serde(default)]
     pub storm: crate::storm::Storm,
+    /// The fan-out rungs in the other client shapes, on a fresh instance (`contended`).
+    #[serde(default)]
+    pub contended: Vec<Rung>,
 }
 
 pub fn run(
@@ -213,18 +227,18 @@ pub fn run(
 
 /// How long after the last stream opened the server's memory is sampled: past consoled's
 /// settling of a stream (one second after it starts).
-const SETTLED: Duration = Duration::from_secs(2);
+pub const SETTLED: Duration = Duration::from_secs(2);
 
-/// Opens streams until `pollers` hold `target` (or the first refusal or failure). Returns the
+/// Opens streams until `readers` hold `target` (or the first refusal or failure). Returns the
 /// number opened so far and why it stopped short.
-fn open_until(
+pub fn open_until(
     server: &mut Server,
-    pollers: &Pollers,
+    readers: &dyn Readers,
     auth: &str,
     target: usize,
 ) -> (usize, Option<String>) {
     let failed: Mutex<Option<String>> = Mutex::new(None);
-    let before = pollers.open.load(Ordering::SeqCst);
+    let before = readers.open();
     let claimed = AtomicUsize::new(before);
     let opened = AtomicUsize::new(0);
     let addr = server.addr;
@@ -240,7 +254,7 @@ fn open_until(
                 }
                 match client::open(addr, i, auth) {
                     Ok(s) => {
-                        pollers.add(s);
+                        readers.add(s);
                         opened.fetch_add(1, Ordering::SeqCst);
                     }
                     Err(why) => {
@@ -260,27 +274,26 @@ fn open_until(
 }
 
 /// Commits changes at `rate` for `secs` and gathers what every open stream received.
-fn emit(
+pub fn emit(
     server: &Server,
-    pollers: &Pollers,
+    readers: &dyn Readers,
     stamps: &Stamps,
     db: &mut postgres::Client,
     project: i64,
     seq: &mut usize,
     (rate, secs): (u64, f64),
 ) -> Rung {
-    let streams = pollers.open.load(Ordering::SeqCst);
+    let streams = readers.open();
+    let tally = readers.tally();
     let with_streams = procfs::sample(server.pid());
     let count = ((rate as f64 * secs).round() as usize).max(1);
     let first = *seq;
     let stmt = db
         .prepare("SELECT consoled_notify_change('server', $1, 'update', $2, NULL)")
         .expect("prepare");
-    drop(std::mem::take(
-        &mut *pollers.tally.deliveries.lock().expect("tally"),
-    ));
-    let resyncs0 = pollers.tally.resyncs.load(Ordering::SeqCst);
-    let lost0 = pollers.tally.lost.load(Ordering::SeqCst);
+    drop(tally.take());
+    let resyncs0 = tally.resyncs.load(Ordering::SeqCst);
+    let lost0 = tally.lost.load(Ordering::SeqCst);
     let cpu0 = (
         procfs::cpu_seconds(server.pid()),
         procfs::cpu_seconds(std::process::id()),
@@ -298,19 +311,20 @@ fn emit(
     }
     *seq = first + count;
     let expected = (streams * count) as u64;
-    // Let the last deliveries arrive (at most 5 s, the tail of a loaded machine).
-    let deadline = Instant::now() + Duration::from_secs(5);
+    // Let the last deliveries arrive (at most 30 s: a server that fell behind under contention
+    // still delivers, late, and its lateness is what is measured).
+    let deadline = Instant::now() + Duration::from_secs(30);
     let mut quiet_since = Instant::now();
     let mut last_len = 0;
     loop {
         thread::sleep(Duration::from_millis(50));
-        let len = pollers.tally.deliveries.lock().expect("tally").len();
+        let len = tally.len();
         if len != last_len {
             last_len = len;
             quiet_since = Instant::now();
         }
         let done = len as u64 >= expected;
-        if done || Instant::now() > deadline || quiet_since.elapsed() > Duration::from_secs(1) {
+        if done || Instant::now() > deadline || quiet_since.elapsed() > Duration::from_secs(2) {
             break;
         }
     }
@@ -319,7 +333,7 @@ fn emit(
         procfs::cpu_seconds(server.pid()) - cpu0.0,
         procfs::cpu_seconds(std::process::id()) - cpu0.1,
     );
-    let got = std::mem::take(&mut *pollers.tally.deliveries.lock().expect("tally"));
+    let got = tally.take();
     let mut latencies: Vec<u32> = got
         .iter()
         .filter(|(s, _)| (first..first + count).contains(&(*s as usize)))
@@ -327,10 +341,12 @@ fn emit(
         .collect();
     latencies.sort_unstable();
     let delivered = latencies.len() as u64;
+    // Over what was expected: a delivery that never came counts as later than any that did
+    // (NaN when the percentile falls among them), so a server that falls behind cannot look
+    // faster for what it did not deliver in time.
     let pct = |p: f64| {
-        latencies
-            .get(((latencies.len() as f64 * p) as usize).min(latencies.len().saturating_sub(1)))
-            .map_or(f64::NAN, |us| *us as f64 / 1000.0)
+        let at = ((expected as f64 * p) as usize).min((expected as usize).saturating_sub(1));
+        latencies.get(at).map_or(f64::NAN, |us| *us as f64 / 1000.0)
     };
     Rung {
         name: String::new(),
@@ -339,8 +355,8 @@ fn emit(
         changes: count,
         expected,
         delivered,
-        resyncs: pollers.tally.resyncs.load(Ordering::SeqCst) - resyncs0,
-        lost: pollers.tally.lost.load(Ordering::SeqCst) - lost0,
+        resyncs: tally.resyncs.load(Ordering::SeqCst) - resyncs0,
+        lost: tally.lost.load(Ordering::SeqCst) - lost0,
         p50_ms: pct(0.50),
         p99_ms: pct(0.99),
         max_ms: latencies.last().map_or(f64::NAN, |us| *us as f64 / 1000.0),
@@ -350,6 +366,8 @@ fn emit(
         cpu_us_per_delivery: cpu.0 * 1e6 / delivered.max(1) as f64,
         with_streams,
         latencies,
+        shape: String::new(),
+        neighbours_cpu_s: 0.0,
     }
 }
 

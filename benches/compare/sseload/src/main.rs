@@ -12,6 +12,13 @@
 //! `async-ref`). `--storm-only`: no ladder, only the storm (a short measurement of the opening
 //! path; the table's other rows are then empty).
 //!
+//! After each ladder, a fresh instance runs the fan-out rungs again in the other client shapes
+//! (`contended.rs`, issue 38): one blocking client thread per stream, and the light client beside
+//! CPU-bound neighbour processes (`--neighbours N`, default one per core). `--shapes LIST`
+//! picks them (`threads`, `neighbours`; `none` leaves them out); `--contended-rung S,R,T`
+//! (repeatable) replaces their rungs; `--contended-only`: only those rungs (and the storm if
+//! `--storm N` is given), for trying a change.
+//!
 //! `--rounds N` repeats the pair N times, alternating which server goes first, so that a drift
 //! of the machine's load shows as a range instead of favouring one side. `--held-cap N`: the most
 //! streams the held rung opens (default: the client's open-file limit; 3,000 with --quick).
@@ -20,9 +27,13 @@
 //!
 //! Needs `DATABASE_URL` (consoled's schema is applied with `consoled migrate`).
 
+mod blocking;
 mod client;
+mod contended;
 mod ladder;
+mod neighbours;
 mod plots;
+mod pollers;
 mod procfs;
 mod report;
 mod server;
@@ -32,6 +43,7 @@ use std::io::Read;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use contended::Shape;
 use ladder::{Outcome, Plan};
 use server::{Kind, Server};
 
@@ -46,6 +58,10 @@ struct Args {
     rungs: Vec<(usize, u64, f64)>,
     storm: Option<usize>,
     storm_only: bool,
+    shapes: Option<String>,
+    neighbours: Option<usize>,
+    contended_rungs: Vec<(usize, u64, f64)>,
+    contended_only: bool,
 }
 
 fn args() -> Args {
@@ -60,6 +76,10 @@ fn args() -> Args {
         rungs: Vec::new(),
         storm: None,
         storm_only: false,
+        shapes: None,
+        neighbours: None,
+        contended_rungs: Vec::new(),
+        contended_only: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -71,38 +91,61 @@ fn args() -> Args {
             "--only" => a.only = Some(value()),
             "--quick" => a.quick = true,
             "--storm-only" => a.storm_only = true,
+            "--contended-only" => a.contended_only = true,
+            "--shapes" => a.shapes = Some(value()),
+            "--neighbours" => a.neighbours = Some(value().parse().expect("--neighbours N")),
+            "--contended-rung" => a.contended_rungs.push(rung(&value())),
             "--rounds" => a.rounds = value().parse().expect("--rounds N"),
             "--storm" => a.storm = Some(value().parse().expect("--storm N")),
             "--held-cap" => a.held_cap = Some(value().parse().expect("--held-cap N")),
-            "--rung" => {
-                let v = value();
-                let p: Vec<&str> = v.split(',').collect();
-                let bad = format!("--rung STREAMS,RATE,SECONDS, not {v}");
-                assert_eq!(p.len(), 3, "{bad}");
-                a.rungs.push((
-                    p[0].parse().expect(&bad),
-                    p[1].parse().expect(&bad),
-                    p[2].parse().expect(&bad),
-                ));
-            }
+            "--rung" => a.rungs.push(rung(&value())),
             other => panic!("unknown argument {other}"),
         }
     }
     a
 }
 
+/// `STREAMS,RATE,SECONDS`.
+fn rung(v: &str) -> (usize, u64, f64) {
+    let p: Vec<&str> = v.split(',').collect();
+    let bad = format!("a rung is STREAMS,RATE,SECONDS, not {v}");
+    assert_eq!(p.len(), 3, "{bad}");
+    (
+        p[0].parse().expect(&bad),
+        p[1].parse().expect(&bad),
+        p[2].parse().expect(&bad),
+    )
+}
+
 fn main() {
+    if std::env::args().nth(1).as_deref() == Some(neighbours::FLAG) {
+        neighbours::compute();
+    }
     let args = args();
     let database_url = std::env::var("DATABASE_URL").expect("DATABASE_URL");
     let nofile = procfs::raise_nofile();
     // The client holds one descriptor per stream plus a few of its own.
     let client_cap = (nofile as usize).saturating_sub(200);
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let shapes: Vec<Shape> = match args.shapes.as_deref() {
+        Some("none") => Vec::new(),
+        Some(list) => list
+            .split(',')
+            .map(|n| Shape::parse(n, args.neighbours.unwrap_or(cores)))
+            .collect(),
+        None => vec![
+            Shape::Threads,
+            Shape::Neighbours(args.neighbours.unwrap_or(cores)),
+        ],
+    };
     let mut plan = if args.quick {
         Plan {
             rungs: vec![(1, 20, 2.5), (200, 50, 4.0), (1000, 10, 4.0)],
             held_cap: client_cap.min(3000),
             release: (5, Duration::from_secs(3)),
             pollers: 2,
+            contended: vec![(200, 50, 4.0), (1000, 10, 4.0)],
+            shapes,
         }
     } else {
         Plan {
@@ -112,10 +155,15 @@ fn main() {
             // write fails shows it here.
             release: (10, Duration::from_secs(45)),
             pollers: 2,
+            contended: vec![(1000, 50, 10.0), (5000, 10, 10.0)],
+            shapes,
         }
     };
     if !args.rungs.is_empty() {
         plan.rungs = args.rungs.clone();
+    }
+    if !args.contended_rungs.is_empty() {
+        plan.contended = args.contended_rungs.clone();
     }
     if let Some(cap) = args.held_cap {
         plan.held_cap = cap.min(client_cap);
@@ -128,7 +176,12 @@ fn main() {
     let machine = report::machine();
     eprintln!("{machine}");
     let mut outcomes: Vec<Outcome> = Vec::new();
-    let storm = args.storm.unwrap_or(if args.quick { 1000 } else { 5000 });
+    let storm = match (args.storm, args.contended_only) {
+        (Some(n), _) => n,
+        (None, true) => 0,
+        (None, false) if args.quick => 1000,
+        (None, false) => 5000,
+    };
     let storm_secrets = tokens(&mut db, project, storm.div_ceil(storm::PER_TOKEN));
     for round in 0..args.rounds.max(1) {
         let mut all = [
@@ -152,11 +205,25 @@ fn main() {
                 server: kind.name().to_string(),
                 ..ladder::Outcome::default()
             };
-            if !args.storm_only {
+            if !args.storm_only && !args.contended_only {
                 let mut server = Server::start(kind, bin, &database_url);
                 outcome = ladder::run(&mut server, &plan, &mut db, project, &secret);
                 drop(server);
                 // Let the closed connections and the server's exit settle before the next.
+                std::thread::sleep(Duration::from_secs(2));
+            }
+            if !args.storm_only && !plan.shapes.is_empty() {
+                let mut server = Server::start(kind, bin, &database_url);
+                std::thread::sleep(Duration::from_secs(1));
+                outcome.contended = contended::run(
+                    &mut server,
+                    &plan.shapes,
+                    &plan.contended,
+                    &mut db,
+                    project,
+                    &secret,
+                );
+                drop(server);
                 std::thread::sleep(Duration::from_secs(2));
             }
             if storm > 0 {

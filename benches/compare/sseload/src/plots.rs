@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use crate::ladder::Outcome;
+use crate::ladder::{Outcome, Rung};
 
 /// Every round of one server (a column of the table, a line of the plots).
 pub struct Side<'a> {
@@ -14,36 +14,38 @@ pub struct Side<'a> {
 
 pub fn write(dir: &Path, sides: &[Side], quick: bool) {
     let mode = if quick { " (QUICK ladder)" } else { "" };
+    // `noenhanced`: titles print as written (enhanced text would make the `_` of
+    // `CONSOLED_STREAM_DIRECT` a subscript).
     let mut gp = String::from(
-        "set terminal pngcairo size 900,520 font ',11'\nset grid\nset key bottom right\n",
+        "set terminal pngcairo noenhanced size 900,520 font ',11'\nset grid\nset key bottom right\n",
     );
     let rungs = sides.first().map_or(0, |s| s.runs[0].rungs.len());
     for j in 0..rungs {
-        let mut lines = Vec::new();
-        for side in sides {
-            // Every round's deliveries of this rung together.
-            let mut all: Vec<u32> = side
-                .runs
-                .iter()
-                .flat_map(|o| o.rungs[j].latencies.iter().copied())
-                .collect();
-            all.sort_unstable();
-            let file = format!("lat-{}-{j}.dat", slug(&side.name));
-            std::fs::write(dir.join(&file), cdf(&all)).expect("latency data");
-            lines.push(format!(
-                "'{file}' using 1:2 with lines lw 2 title '{}'",
-                side.name
-            ));
-        }
-        let _ = write!(
-            gp,
-            "set output 'latency-{j}.png'\nset title 'commit-to-client latency, {}{mode}'\n\
-             set logscale x\nset xlabel 'latency (ms, log scale)'\n\
-             set ylabel 'fraction of deliveries at or below'\nset yrange [0:1]\nplot {}\n",
-            sides[0].runs[0].rungs[j].name,
-            lines.join(", ")
-        );
+        let file = format!("latency-{j}");
+        latency(dir, &mut gp, sides, &file, mode, &|o| o.rungs.get(j));
     }
+    // The contended rungs (the other client shapes), drawn as the ladder's are.
+    let contended = sides.first().map_or(0, |s| s.runs[0].contended.len());
+    for j in 0..contended {
+        let r = &sides[0].runs[0].contended[j];
+        let shape = if r.shape == "Threads" {
+            "threads"
+        } else {
+            "neighbours"
+        };
+        let file = format!("latency-{shape}-{}", r.streams);
+        latency(dir, &mut gp, sides, &file, mode, &|o| o.contended.get(j));
+    }
+    // The held rung's memory curve, when the ladder ran (not with `--storm-only` or
+    // `--contended-only`).
+    if sides.first().is_some_and(|s| !s.runs[0].rungs.is_empty()) {
+        memory(dir, &mut gp, sides, mode);
+    }
+    std::fs::write(dir.join("plots.gp"), gp).expect("plots.gp");
+}
+
+/// The memory curve of the held rung, into `memory.png`.
+fn memory(dir: &Path, gp: &mut String, sides: &[Side], mode: &str) {
     let mut lines = Vec::new();
     for side in sides {
         // The first round's curve: rounds differ in noise, not in shape.
@@ -75,7 +77,42 @@ pub fn write(dir: &Path, sides: &[Side], quick: bool) {
          set yrange [0:*]\nset key top right\nplot {}\n",
         lines.join(", ")
     );
-    std::fs::write(dir.join("plots.gp"), gp).expect("plots.gp");
+}
+
+/// The data files and the plot of one rung (`rung` picks it from an outcome) into `<file>.png`:
+/// every round's deliveries of each side together.
+fn latency(
+    dir: &Path,
+    gp: &mut String,
+    sides: &[Side],
+    file: &str,
+    mode: &str,
+    rung: &dyn Fn(&Outcome) -> Option<&Rung>,
+) {
+    let mut lines = Vec::new();
+    for side in sides {
+        let mut all: Vec<u32> = side
+            .runs
+            .iter()
+            .filter_map(|o| rung(o))
+            .flat_map(|r| r.latencies.iter().copied())
+            .collect();
+        all.sort_unstable();
+        let data = format!("lat-{}-{}.dat", slug(&side.name), &file["latency-".len()..]);
+        std::fs::write(dir.join(&data), cdf(&all)).expect("latency data");
+        lines.push(format!(
+            "'{data}' using 1:2 with lines lw 2 title '{}'",
+            side.name
+        ));
+    }
+    let name = rung(sides[0].runs[0]).map_or("", |r| r.name.as_str());
+    let _ = write!(
+        gp,
+        "set output '{file}.png'\nset title 'commit-to-client latency, {name}{mode}'\n\
+         set logscale x\nset xlabel 'latency (ms, log scale)'\n\
+         set ylabel 'fraction of deliveries at or below'\nset yrange [0:1]\nplot {}\n",
+        lines.join(", ")
+    );
 }
 
 /// (latency ms, cumulative fraction) at 500 quantiles.

@@ -6,7 +6,7 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use crate::ladder::Outcome;
+use crate::ladder::{Outcome, Rung};
 use crate::plots::Side;
 use crate::procfs::{self, Sample};
 
@@ -95,6 +95,8 @@ fn table(machine: &str, sides: &[Side], quick: bool) -> String {
     let blank = " |".repeat(ratio_heads.len());
     // How much else ran: the rest of the machine's CPU during each run (PostgreSQL included;
     // a load average would also count the previous server's own runnable threads).
+    // The ladder's rows only when it ran (`--storm-only` and `--contended-only` leave it out).
+    let ladder = sides.first().is_some_and(|s| !s.runs[0].rungs.is_empty());
     let others: Vec<String> = sides
         .iter()
         .map(|s| {
@@ -105,54 +107,32 @@ fn table(machine: &str, sides: &[Side], quick: bool) -> String {
                 .join(", ")
         })
         .collect();
-    let _ = writeln!(
-        t,
-        "| CPU of everything else during each run (PostgreSQL included), share of all cores | {} |{blank}",
-        others.join(" | "),
-    );
-    release_row(&mut t, sides, rounds, "descriptors", |o| &o.release.fd_ms);
-    release_row(&mut t, sides, rounds, "slot", |o| &o.release.slot_ms);
+    if ladder {
+        let _ = writeln!(
+            t,
+            "| CPU of everything else during each run (PostgreSQL included), share of all cores | {} |{blank}",
+            others.join(" | "),
+        );
+    }
+    if ladder {
+        release_row(&mut t, sides, rounds, "descriptors", |o| &o.release.fd_ms);
+        release_row(&mut t, sides, rounds, "slot", |o| &o.release.slot_ms);
+    }
     let mut row = |label: &str, f: &dyn Fn(&Outcome) -> f64, digits: usize| {
         numeric_row(&mut t, sides, rounds, label, f, digits);
     };
-    row(
-        "idle server RSS (MiB)",
-        &|o| o.idle.rss_kib as f64 / 1024.0,
-        1,
-    );
+    if ladder {
+        row(
+            "idle server RSS (MiB)",
+            &|o| o.idle.rss_kib as f64 / 1024.0,
+            1,
+        );
+    }
     let rungs = sides.first().map_or(0, |s| s.runs[0].rungs.len());
     for j in 0..rungs {
         let name = sides[0].runs[0].rungs[j].name.clone();
-        row(&format!("{name}: p50 ms"), &|o| o.rungs[j].p50_ms, 2);
-        row(&format!("{name}: p99 ms"), &|o| o.rungs[j].p99_ms, 2);
-        row(&format!("{name}: max ms"), &|o| o.rungs[j].max_ms, 2);
-        let received = |o: &Outcome| {
-            let r = &o.rungs[j];
-            r.delivered as f64 / r.expected.max(1) as f64
-        };
-        row(
-            &format!("{name}: deliveries received ÷ expected"),
-            &received,
-            4,
-        );
-        row(
-            &format!("{name}: resyncs"),
-            &|o| o.rungs[j].resyncs as f64,
-            0,
-        );
-        // Per delivery: meaningful for fan-out rungs, not for the single stream.
-        if sides[0].runs[0].rungs[j].streams > 1 {
-            row(
-                &format!("{name}: server CPU µs per delivery"),
-                &|o| o.rungs[j].cpu_us_per_delivery,
-                1,
-            );
-            row(
-                &format!("{name}: client CPU ÷ server CPU"),
-                &|o| o.rungs[j].client_cpu_s / o.rungs[j].server_cpu_s.max(1e-9),
-                2,
-            );
-        }
+        let fanout = sides[0].runs[0].rungs[j].streams > 1;
+        rung_rows(&mut row, &name, fanout, &|o| o.rungs.get(j));
     }
     if let Some(last) = rungs.checked_sub(1) {
         let name = sides[0].runs[0].rungs[last].name.clone();
@@ -176,18 +156,27 @@ fn table(machine: &str, sides: &[Side], quick: bool) -> String {
             3,
         );
     }
-    let held = |o: &Outcome, f: fn(&Sample) -> u64| {
-        f(&o.held.with_streams).saturating_sub(f(&o.idle)) as f64 / o.held.streams.max(1) as f64
-    };
-    row("streams held at once", &|o| o.held.streams as f64, 0);
-    row("held: RSS KiB per stream", &|o| held(o, |s| s.rss_kib), 1);
-    row("held: threads per stream", &|o| held(o, |s| s.threads), 3);
-    row("held: descriptors per stream", &|o| held(o, |s| s.fds), 3);
-    row("held: seconds to open them", &|o| o.held.open_s, 1);
-    let reached = |o: &Outcome| o.held.delivered as f64 / o.held.expected.max(1) as f64;
-    row("held: a change reached (received ÷ expected)", &reached, 4);
-    row("held: p50 ms of those changes", &|o| o.held.p50_ms, 2);
-    row("held: p99 ms of those changes", &|o| o.held.p99_ms, 2);
+    if ladder {
+        held_rows(&mut row);
+    }
+    let contended = sides.first().map_or(0, |s| s.runs[0].contended.len());
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+    for j in 0..contended {
+        let name = sides[0].runs[0].contended[j].name.clone();
+        rung_rows(&mut row, &name, true, &|o| o.contended.get(j));
+        if sides[0].runs[0].contended[j].neighbours_cpu_s > 0.0 {
+            let share = |o: &Outcome| {
+                o.contended.get(j).map_or(f64::NAN, |r| {
+                    100.0 * r.neighbours_cpu_s / (cores * r.wall_s.max(1e-9))
+                })
+            };
+            row(
+                &format!("{name}: neighbours' CPU, % of all cores"),
+                &share,
+                0,
+            );
+        }
+    }
     let storm = sides.first().map_or(0, |s| s.runs[0].storm.streams);
     if storm > 0 {
         let name = format!("storm: {storm} streams opened at once on a fresh instance");
@@ -212,13 +201,15 @@ fn table(machine: &str, sides: &[Side], quick: bool) -> String {
     let _ = writeln!(t);
     for side in sides {
         for (i, o) in side.runs.iter().enumerate() {
-            let _ = writeln!(
-                t,
-                "- {} (round {}) stopped opening streams: {}",
-                side.name,
-                i + 1,
-                o.held.stopped_by
-            );
+            if ladder {
+                let _ = writeln!(
+                    t,
+                    "- {} (round {}) stopped opening streams: {}",
+                    side.name,
+                    i + 1,
+                    o.held.stopped_by
+                );
+            }
             if !o.storm.first_failure.is_empty() {
                 let _ = writeln!(
                     t,
@@ -231,6 +222,49 @@ fn table(machine: &str, sides: &[Side], quick: bool) -> String {
         }
     }
     t
+}
+
+/// Writes one row of the table: its label, the measure of an outcome, the digits shown.
+type Row<'a> = dyn FnMut(&str, &dyn Fn(&Outcome) -> f64, usize) + 'a;
+
+/// The rows of the held rung: what the most streams held at once cost, and whether a change
+/// still reached them.
+fn held_rows(row: &mut Row) {
+    let held = |o: &Outcome, f: fn(&Sample) -> u64| {
+        f(&o.held.with_streams).saturating_sub(f(&o.idle)) as f64 / o.held.streams.max(1) as f64
+    };
+    row("streams held at once", &|o| o.held.streams as f64, 0);
+    row("held: RSS KiB per stream", &|o| held(o, |s| s.rss_kib), 1);
+    row("held: threads per stream", &|o| held(o, |s| s.threads), 3);
+    row("held: descriptors per stream", &|o| held(o, |s| s.fds), 3);
+    row("held: seconds to open them", &|o| o.held.open_s, 1);
+    let reached = |o: &Outcome| o.held.delivered as f64 / o.held.expected.max(1) as f64;
+    row("held: a change reached (received ÷ expected)", &reached, 4);
+    row("held: p50 ms of those changes", &|o| o.held.p50_ms, 2);
+    row("held: p99 ms of those changes", &|o| o.held.p99_ms, 2);
+}
+
+/// The rows of one latency rung (`rung` picks it from an outcome): percentiles, what arrived,
+/// and for a fan-out the CPU per delivery and the client's share.
+fn rung_rows(row: &mut Row, name: &str, fanout: bool, rung: &dyn Fn(&Outcome) -> Option<&Rung>) {
+    let of = |f: fn(&Rung) -> f64| move |o: &Outcome| rung(o).map_or(f64::NAN, f);
+    row(&format!("{name}: p50 ms"), &of(|r| r.p50_ms), 2);
+    row(&format!("{name}: p99 ms"), &of(|r| r.p99_ms), 2);
+    row(&format!("{name}: max ms"), &of(|r| r.max_ms), 2);
+    let received = of(|r| r.delivered as f64 / r.expected.max(1) as f64);
+    row(
+        &format!("{name}: deliveries received ÷ expected"),
+        &received,
+        4,
+    );
+    row(&format!("{name}: resyncs"), &of(|r| r.resyncs as f64), 0);
+    // Per delivery: meaningful for fan-out rungs, not for the single stream.
+    if fanout {
+        let per = of(|r| r.cpu_us_per_delivery);
+        row(&format!("{name}: server CPU µs per delivery"), &per, 1);
+        let client = of(|r| r.client_cpu_s / r.server_cpu_s.max(1e-9));
+        row(&format!("{name}: client CPU ÷ server CPU"), &client, 2);
+    }
 }
 
 /// (consoled side, reference side) for every side that is not the reference.
