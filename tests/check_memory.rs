@@ -23,19 +23,27 @@ fn a_repeated_check_costs_no_statement() {
     let (_, secret) = make_token(&mut c, project_of(&state), "read");
     by_session(server.addr, &c).expect(200);
     by_token(server.addr, &secret).expect(200);
-    // The keeper's heartbeat and the batch of uses may fall into a window: the best of several.
-    let mut best = u64::MAX;
+    // The keeper's heartbeat and the batch of uses may fall into a window, and the listener may
+    // connect (or hear the sign-up's own news) only after the first checks, which then ask the
+    // database: the best of several windows, each counted both ways.
+    let memory = |c: &mut Client| metric(c, "consoled_checks_total{from=\"memory\"}");
+    let mut windows = Vec::new();
     for _ in 0..5 {
+        let answered = memory(&mut c);
         let before = counter.round_trips();
         for _ in 0..20 {
             by_session(server.addr, &c).expect(200);
             by_token(server.addr, &secret).expect(200);
         }
-        best = best.min(counter.round_trips() - before);
+        let round_trips = counter.round_trips() - before;
+        windows.push((round_trips, memory(&mut c) - answered));
         std::thread::sleep(Duration::from_millis(300));
     }
-    assert_eq!(best, 0, "round trips for 40 repeated checks");
-    assert!(metric(&mut c, "consoled_checks_total{from=\"memory\"}") >= 200);
+    assert!(
+        windows.contains(&(0, 40)),
+        "no window of 40 repeated checks all answered from memory without a round trip \
+         (round trips, answers from memory): {windows:?}"
+    );
 }
 
 /// Item 2: a logout, a revocation, a new session token and a membership change are refused (or
