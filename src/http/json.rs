@@ -36,7 +36,8 @@ impl Fields {
         }
     }
 
-    /// An optional whole number within `range` (absent or null is `None`).
+    /// An optional whole number within `range` (absent or null is `None`). `5.0` is one too, as
+    /// JSON Schema's `integer` says (a client's JSON library may write a whole number so).
     pub fn optional_integer(
         &self,
         name: &str,
@@ -45,7 +46,7 @@ impl Fields {
         let rule = || format!("a whole number from {} to {}", range.start(), range.end());
         match self.0.get(name) {
             None | Some(Value::Null) => Ok(None),
-            Some(Value::Number(n)) => match n.as_u64() {
+            Some(Value::Number(n)) => match n.as_u64().or_else(|| whole(n.as_f64()?)) {
                 Some(v) if range.contains(&v) => Ok(Some(v)),
                 _ => Err(ApiError::invalid(name, &rule())),
             },
@@ -136,6 +137,11 @@ impl Password {
     }
 }
 
+/// `f` when it is a whole number a `u64` holds.
+fn whole(f: f64) -> Option<u64> {
+    (f.fract() == 0.0 && (0.0..=u64::MAX as f64).contains(&f)).then_some(f as u64)
+}
+
 /// A display name: 1 to 100 characters after trimming, no control characters, and what
 /// `names` asks (no bidirectional overrides or isolates, not only invisible characters).
 pub fn parse_name(raw: &str) -> Result<String, ApiError> {
@@ -175,10 +181,15 @@ mod tests {
             assert_eq!(Fields::parse(bad).err().unwrap().code, Code::InvalidInput);
         }
         assert!(Fields::parse(b"  ").is_ok());
-        let f = Fields::parse(br#"{"n": 5, "big": 1e3, "neg": -1, "s": "5"}"#).unwrap();
+        let f = Fields::parse(
+            br#"{"n": 5, "whole": 5.0, "big": 1e3, "neg": -1, "half": 5.5, "s": "5"}"#,
+        )
+        .unwrap();
         assert_eq!(f.optional_integer("n", 1..=10).unwrap(), Some(5));
+        // A whole number is one whichever way JSON writes it (JSON Schema's `integer`).
+        assert_eq!(f.optional_integer("whole", 1..=10).unwrap(), Some(5));
         assert_eq!(f.optional_integer("none", 1..=10).unwrap(), None);
-        for bad in ["big", "neg", "s"] {
+        for bad in ["big", "neg", "half", "s"] {
             let e = f.optional_integer(bad, 1..=10).unwrap_err();
             assert_eq!(
                 e.more.message,
