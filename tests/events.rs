@@ -568,13 +568,17 @@ fn overflow_sends_resync_while_other_streams_keep_receiving() {
     );
 }
 
+/// How long the "within a second" tests wait for an end before giving up: longer than the
+/// second they assert, so that a failure says how late the end came (or that it never came).
+const PATIENCE: Duration = Duration::from_secs(5);
+
 #[test]
 fn logout_ends_the_stream_within_a_second() {
     let server = TestServer::start();
     let mut a = account(&server);
     let mut s = a.open(&server);
     a.client.post_empty("/auth/logout").expect(204);
-    let took = s.wait_end(Duration::from_secs(1)).expect("stream ended");
+    let took = s.wait_end(PATIENCE).expect("stream ended");
     assert!(took < Duration::from_secs(1), "{took:?}");
 }
 
@@ -587,7 +591,8 @@ fn revoking_all_sessions_ends_every_stream_of_the_user() {
     db().execute("DELETE FROM sessions WHERE user_id = $1", &[&a.user_id])
         .unwrap();
     for s in &mut streams {
-        assert!(s.wait_end(Duration::from_secs(1)).is_some());
+        let took = s.wait_end(PATIENCE).expect("stream ended");
+        assert!(took < Duration::from_secs(1), "{took:?}");
     }
 }
 
@@ -617,7 +622,7 @@ fn password_reset_ends_every_stream_of_the_user_within_a_second() {
     );
     r.expect(204);
     for s in &mut streams {
-        let took = s.wait_end(Duration::from_secs(1)).expect("stream ended");
+        let took = s.wait_end(PATIENCE).expect("stream ended");
         assert!(took < Duration::from_secs(1), "{took:?}");
     }
 }
@@ -629,8 +634,8 @@ fn token_revocation_ends_the_token_stream_within_a_second() {
     let (id, secret) = token(a.project_id);
     let mut s = open_token(&server, &secret);
     cli(&["token", "revoke", "--id", &id.to_string()]);
-    let took = s.wait_end(Duration::from_secs(1)).expect("stream ended");
-    assert!(took < Duration::from_secs(1));
+    let took = s.wait_end(PATIENCE).expect("stream ended");
+    assert!(took < Duration::from_secs(1), "{took:?}");
     let again = sse::open(
         server.addr,
         &[("Authorization", &format!("Bearer {secret}"))],
