@@ -29,7 +29,8 @@ run: build
 
 # Everything: formatting, lints, unit and integration tests against a real PostgreSQL (and Debian's
 # nginx and HAProxy in front of the service, tests/proxy.rs: scripts/proxy-deps.sh installs them
-# as root).
+# as root). Four test threads (TEST_THREADS): on two cores, eight test binaries' servers starting
+# at once made the tests' "within a second" ends late now and then.
 # Then the conformance run with a fixed seed (about 30 s; docs/CONFORMANCE.md), when python3 can
 # make a virtualenv; SKIP_CONFORMANCE=1 leaves it out.
 # `prepare` first: Patroni and etcd for tests/patroni.rs (scripts/ha-deps.sh), and the clean
@@ -40,7 +41,7 @@ test: prepare lint
 	@scripts/oidc-deps.sh
 	@url="$${DATABASE_URL:-$$(scripts/pg.sh start test $(TEST_PG_PORT))}"; \
 	[ -n "$$url" ] || { echo "no database to use (pg.sh said why above)" >&2; exit 1; }; \
-	DATABASE_URL="$$url" $(CARGO) test --locked --lib --bins --tests -- --test-threads=$${TEST_THREADS:-8} && \
+	DATABASE_URL="$$url" $(CARGO) test --locked --lib --bins --tests -- --test-threads=$${TEST_THREADS:-4} && \
 	if [ -n "$${SKIP_CONFORMANCE:-}" ]; then echo "conformance: skipped (SKIP_CONFORMANCE)"; \
 	elif python3 -c 'import venv, ensurepip' 2>/dev/null; then \
 		DATABASE_URL="$$url" CONFORMANCE_SEED=$${CONFORMANCE_SEED:-1} scripts/conformance.sh; \
