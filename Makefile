@@ -29,8 +29,8 @@ run: build
 
 # Everything: formatting, lints, unit and integration tests against a real PostgreSQL (and Debian's
 # nginx and HAProxy in front of the service, tests/proxy.rs: scripts/proxy-deps.sh installs them
-# as root). Four test threads (TEST_THREADS): on two cores, eight test binaries' servers starting
-# at once made the tests' "within a second" ends late now and then.
+# as root). Four test threads (TEST_THREADS): on two cores, eight tests' servers starting
+# at once seemed to make the tests' "within a second" ends late now and then.
 # Then the conformance run with a fixed seed (about 30 s; docs/CONFORMANCE.md), when python3 can
 # make a virtualenv; SKIP_CONFORMANCE=1 leaves it out.
 # `prepare` first: Patroni and etcd for tests/patroni.rs (scripts/ha-deps.sh), and the clean
