@@ -51,8 +51,12 @@ fn moved(a: &BTreeMap<String, f64>, b: &BTreeMap<String, f64>) -> BTreeMap<Strin
 fn shape(line: &str) -> String {
     let line = line.split_once(']').map_or(line, |(_, rest)| rest);
     let mut out = String::new();
-    for c in line.chars() {
-        if !c.is_ascii_digit() {
+    let mut chars = line.chars().peekable();
+    while let Some(c) = chars.next() {
+        // A number is one `#` whatever its digits, `3` or `3.25` (a duration) alike.
+        let decimal_point =
+            c == '.' && out.ends_with('#') && chars.peek().is_some_and(char::is_ascii_digit);
+        if !(c.is_ascii_digit() || decimal_point) {
             out.push(c);
         } else if !out.ends_with('#') {
             out.push('#');
