@@ -119,6 +119,63 @@ fn an_end_signal_wakes_a_waiting_stream_at_once() {
     );
 }
 
+/// An outlet that takes 5 bytes, then nothing; at the stream's settling its thread loses the
+/// CPU past its stall deadline, and meanwhile the kernel gives up on the connection (its user
+/// timeout, a second after the stall time) and the watcher pokes the stream.
+struct LateThread {
+    fake: Fake,
+    signals: Arc<super::stream::Signals>,
+    late: Duration,
+    gone: bool,
+}
+
+impl Outlet for LateThread {
+    fn queue(&mut self, text: &str) {
+        self.fake.queue(text)
+    }
+    fn reclaim(&mut self) {}
+    fn backlog(&self) -> usize {
+        self.fake.backlog()
+    }
+    fn send(&mut self) -> io::Result<usize> {
+        if self.gone {
+            return Err(io::ErrorKind::TimedOut.into());
+        }
+        self.fake.send()
+    }
+    fn look(&self) -> Option<End> {
+        self.gone.then_some(End::ClientGone)
+    }
+    fn settle(&mut self) {
+        std::thread::sleep(self.late);
+        self.gone = true;
+        self.signals.poke();
+    }
+}
+
+/// A client that takes nothing ends as `stalled` however late its stream's thread looks: the
+/// kernel's own time-out of the connection comes after the stall time, and a thread that wakes
+/// after both (a busy machine) finds the stall first. (Seen in a full test run: a stalled
+/// client counted as `client_gone`.)
+#[test]
+fn a_stream_that_wakes_after_its_stall_deadline_and_the_kernels_ends_as_stalled() {
+    let hub = Arc::new(Hub::new());
+    let sub = token_sub(&hub);
+    let timing = Timing {
+        ping: Duration::from_secs(60),
+        stall: SETTLE_AFTER + Duration::from_millis(200),
+        direct: false,
+    };
+    let mut out = LateThread {
+        fake: Fake::with_room(5),
+        signals: sub.signals.clone(),
+        late: Duration::from_millis(600),
+        gone: false,
+    };
+    assert_eq!(run(&sub, timing, &mut out), End::Stalled);
+    assert_eq!(out.fake.sent, b"retry");
+}
+
 /// The hub's side of a connection: takes `room` bytes per write, keeps the rest.
 #[derive(Default)]
 struct FakeDirect {

@@ -145,7 +145,7 @@ impl Running<'_> {
         }
         if self.signals.take_poke() {
             if let Some(why) = self.out.look() {
-                return Some(why);
+                return Some(self.first_due(why));
             }
         }
         if self.signals.take_dropped() {
@@ -167,17 +167,34 @@ impl Running<'_> {
             return Ok(false);
         }
         match out.send() {
-            Err(_) => return Err(End::ClientGone),
+            Err(_) => return Err(self.first_due(End::ClientGone)),
             Ok(n) if n > 0 => self.last_progress = Instant::now(),
             Ok(_) => {}
         }
         if out.backlog() == 0 {
             return Ok(true);
         }
-        if self.last_progress.elapsed() >= self.timing.stall {
+        if self.stalled() {
             return Err(End::Stalled);
         }
         Ok(false)
+    }
+
+    /// Whether queued bytes have waited the stall time without any leaving.
+    fn stalled(&self) -> bool {
+        self.out.backlog() > 0 && self.last_progress.elapsed() >= self.timing.stall
+    }
+
+    /// The reason to end with when the connection is found gone (`found`): `Stalled` if the
+    /// stall time had run out first. The kernel gives up on a client that takes nothing only a
+    /// second after the stall time (socket.rs), and a thread that wakes late on a busy machine
+    /// sees both at once; the stall came first.
+    fn first_due(&self, found: End) -> End {
+        if found == End::ClientGone && self.stalled() {
+            End::Stalled
+        } else {
+            found
+        }
     }
 
     /// Sleeps until the next ping, the stall deadline or the settling is due, or someone wakes

@@ -95,6 +95,7 @@ fn prepare(socket: ClientSocket, timing: Timing) {
     // time, which wakes the watcher, and the stream ends as `client_gone`. (A second after: a
     // client that merely stopped reading still acknowledges probes of its closed window, and is
     // ended by the stream's own stall clock first, as `stalled`; with both at the stall time,
-    // which came first depended on the load.)
+    // which came first depended on the load; a thread that wakes after both still says
+    // `stalled` when its bytes had waited the stall time: body.rs, `first_due`.)
     let _ = socket.set_user_timeout(timing.stall + USER_TIMEOUT_MARGIN);
 }
