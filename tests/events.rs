@@ -9,6 +9,7 @@ use std::process::Command;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::{Duration, Instant};
 
+use common::account::{cli, sign_up as account, SignedUp as Account};
 use common::sse::{self, Ev, Sse};
 use common::*;
 use serde_json::{json, Value};
@@ -22,34 +23,7 @@ fn next_id() -> i64 {
     base + SEQ.fetch_add(1, Ordering::SeqCst)
 }
 
-struct Account {
-    client: Client,
-    user_id: i64,
-    org_id: i64,
-    project_id: i64,
-}
-
-fn account(server: &TestServer) -> Account {
-    let mut client = server.client();
-    let (_, state) = client.signup();
-    let org_id = state["organizations"][0]["id"].as_i64().unwrap();
-    let project_id = db()
-        .query_one("SELECT id FROM projects WHERE org_id = $1", &[&org_id])
-        .unwrap()
-        .get(0);
-    Account {
-        user_id: state["user"]["id"].as_i64().unwrap(),
-        client,
-        org_id,
-        project_id,
-    }
-}
-
 impl Account {
-    fn cookie(&self) -> String {
-        format!("svc_session={}", self.client.cookies["svc_session"])
-    }
-
     fn open(&self, server: &TestServer) -> Sse {
         ready(sse::open(server.addr, &[("Cookie", &self.cookie())]))
     }
@@ -67,22 +41,6 @@ fn open_token(server: &TestServer, secret: &str) -> Sse {
         server.addr,
         &[("Authorization", &format!("Bearer {secret}"))],
     ))
-}
-
-/// Runs the `consoled` binary; its JSON output.
-fn cli(args: &[&str]) -> Value {
-    let out = Command::new(env!("CARGO_BIN_EXE_consoled"))
-        .args(args)
-        .env("DATABASE_URL", database_url())
-        .env("RUST_LOG", "warn")
-        .output()
-        .expect("run consoled");
-    assert!(
-        out.status.success(),
-        "consoled {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("JSON on stdout")
 }
 
 /// A new API token for a project: (id, secret).

@@ -8,6 +8,7 @@ mod common;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use common::account::cli;
 use common::sse::{self, Ev, Sse};
 use common::teams::{join, server, Person};
 use common::*;
@@ -22,16 +23,6 @@ fn consoled(args: &[&str]) -> std::process::Output {
         .env("RUST_LOG", "warn")
         .output()
         .expect("run consoled")
-}
-
-fn cli(args: &[&str]) -> Value {
-    let out = consoled(args);
-    assert!(
-        out.status.success(),
-        "consoled {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
 }
 
 fn emit(kind: &str, id: i64, project: Option<i64>, org: Option<i64>) {

@@ -4,30 +4,15 @@
 
 mod common;
 
-use std::process::Command;
 use std::time::Duration;
 
+use common::account::cli;
 use common::sse::{self, Ev};
 use common::teams::{join, server, Person};
 use common::*;
-use serde_json::{json, Value};
+use serde_json::json;
 
 const T: Duration = Duration::from_secs(5);
-
-fn cli(args: &[&str]) -> Value {
-    let out = Command::new(env!("CARGO_BIN_EXE_consoled"))
-        .args(args)
-        .env("DATABASE_URL", database_url())
-        .env("RUST_LOG", "warn")
-        .output()
-        .expect("run consoled");
-    assert!(
-        out.status.success(),
-        "consoled {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
-}
 
 fn projects_of(p: &mut Person, org: i64) -> Vec<String> {
     let r = p.get(&format!("/v1/organizations/{org}/projects"));

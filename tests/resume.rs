@@ -7,6 +7,7 @@ mod common;
 
 use std::time::Duration;
 
+use common::account::{sign_up, SignedUp};
 use common::sse::{self, Ev, Sse};
 use common::*;
 use serde_json::{json, Value};
@@ -40,14 +41,16 @@ struct Account {
 }
 
 fn account(server: &TestServer) -> Account {
-    let mut client = server.client();
-    let (_, state) = client.signup();
-    let org_id = state["organizations"][0]["id"].as_i64().unwrap();
-    let project_id = project_of(&state);
+    let SignedUp {
+        client,
+        user_id,
+        org_id,
+        project_id,
+    } = sign_up(server);
     let (_, token) = consoled::db::tokens::create(&mut db(), project_id, "resume").unwrap();
     Account {
-        user_id: state["user"]["id"].as_i64().unwrap(),
         client,
+        user_id,
         org_id,
         project_id,
         token,

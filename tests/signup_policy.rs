@@ -5,8 +5,7 @@
 
 mod common;
 
-use std::process::Command;
-
+use common::account::cli;
 use common::fake_idp::{AuthRequest, FakeIdp, Profile};
 use common::teams::{invitation_token, server_with, sink, Person};
 use common::*;
@@ -14,21 +13,6 @@ use consoled::http::percent_encode;
 use serde_json::{json, Value};
 
 const CONSOLE: &str = "http://console.test";
-
-fn cli(args: &[&str]) -> Value {
-    let out = Command::new(env!("CARGO_BIN_EXE_consoled"))
-        .args(args)
-        .env("DATABASE_URL", database_url())
-        .env("RUST_LOG", "warn")
-        .output()
-        .expect("run consoled");
-    assert!(
-        out.status.success(),
-        "consoled {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
-}
 
 fn signup(c: &mut Client, email: &str, invitation: Option<&str>) -> Response {
     let mut body = json!({"email": email, "password": PASSWORD, "name": "New Person"});

@@ -8,7 +8,7 @@ use postgres::fallible_iterator::FallibleIterator;
 use serde_json::Value;
 
 use super::sse::{self, Ev, Sse};
-use super::{database_url, Client, Response, TestServer};
+use super::{database_url, project_of, Client, Response, TestServer};
 
 /// A request with a JSON body and the CSRF header (PATCH, DELETE, POST).
 pub fn send_json(c: &mut Client, method: &str, path: &str, body: &Value) -> Response {
@@ -148,4 +148,31 @@ pub fn team(name: &str, members: &[(i64, &str)]) -> i64 {
         .unwrap();
     }
     org
+}
+
+/// Someone who signed up (and is signed in on `client`): their id, their personal organization
+/// and its project.
+pub struct SignedUp {
+    pub client: Client,
+    pub user_id: i64,
+    pub org_id: i64,
+    pub project_id: i64,
+}
+
+pub fn sign_up(server: &TestServer) -> SignedUp {
+    let mut client = server.client();
+    let (_, state) = client.signup();
+    SignedUp {
+        user_id: state["user"]["id"].as_i64().unwrap(),
+        org_id: state["organizations"][0]["id"].as_i64().unwrap(),
+        project_id: project_of(&state),
+        client,
+    }
+}
+
+impl SignedUp {
+    /// The `Cookie` header's value of the session.
+    pub fn cookie(&self) -> String {
+        format!("svc_session={}", self.client.cookies["svc_session"])
+    }
 }
