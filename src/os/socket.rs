@@ -35,7 +35,7 @@ impl AsFd for ClientSocket {
     }
 }
 
-/// What a stream's socket says about its client, read without consuming anything.
+/// What a stream's socket says about its client, read without consuming anything it sent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Peer {
     /// Connected, nothing sent by the client.
@@ -44,6 +44,9 @@ pub enum Peer {
     Sent,
     /// The client closed (FIN), reset, or the socket failed.
     Gone,
+    /// The kernel gave the connection up: what we sent stayed unacknowledged for the user
+    /// time-out (`set_user_timeout`): a client that stopped reading, or vanished.
+    TimedOut,
 }
 
 /// Offset of `tcpi_bytes_received` in Linux's `struct tcp_info` (since Linux 4.1).
@@ -190,13 +193,25 @@ impl ClientSocket {
     /// these two tell a client's close from a pipelined request.
     pub fn peer(&self) -> Peer {
         let mut info = [0u8; 8];
-        if tcp_info(self.as_fd(), &mut info).is_err() || info[0] != TCP_ESTABLISHED {
+        if tcp_info(self.as_fd(), &mut info).is_err() {
             return Peer::Gone;
+        }
+        if info[0] != TCP_ESTABLISHED {
+            return self.why_closed();
         }
         match self.queued() {
             Ok(n) if n > 0 => Peer::Sent,
             Ok(_) => Peer::Quiet,
             Err(_) => Peer::Gone,
+        }
+    }
+
+    /// Why a connection no longer established ended: the kernel's time-out, or the client.
+    /// (Reads, and so clears, the socket's pending error: the connection is over either way.)
+    fn why_closed(&self) -> Peer {
+        match self.sock().take_error() {
+            Ok(Some(e)) if e.raw_os_error() == Some(libc::ETIMEDOUT) => Peer::TimedOut,
+            _ => Peer::Gone,
         }
     }
 

@@ -115,3 +115,32 @@ fn abort_stops_a_reader_that_the_peer_keeps_feeding() {
     assert!(reader.join().unwrap() < Duration::from_secs(2));
     assert!(flood.join().unwrap() < Duration::from_secs(2));
 }
+
+/// A client that takes nothing while our bytes wait: once the user time-out passes, the kernel
+/// gives the connection up, and `peer` says so apart from a close or a reset (a stream ends it as
+/// `stalled`, not `client_gone`).
+#[test]
+fn a_connection_the_kernel_timed_out_reads_as_timed_out() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let client = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    client.set_recv_buffer_size(4096).unwrap();
+    client
+        .connect(&listener.local_addr().unwrap().into())
+        .unwrap();
+    let (server, _) = listener.accept().unwrap();
+    let fd = client_socket(&server);
+    fd.set_send_buffer(4096).unwrap();
+    fd.set_user_timeout(Duration::from_millis(300)).unwrap();
+    // Fill both buffers: the client's window closes and our last bytes wait.
+    let chunk = [b'x'; 1024];
+    while fd.send_some(&chunk).unwrap() > 0 {}
+    assert_eq!(fd.peer(), Peer::Quiet);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let mut seen = fd.peer();
+    while seen == Peer::Quiet && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+        seen = fd.peer();
+    }
+    assert_eq!(seen, Peer::TimedOut);
+    drop(client);
+}

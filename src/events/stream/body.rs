@@ -167,6 +167,8 @@ impl Running<'_> {
             return Ok(false);
         }
         match out.send() {
+            // The kernel's time-out of the connection: its bytes waited unacknowledged.
+            Err(e) if e.kind() == io::ErrorKind::TimedOut => return Err(End::Stalled),
             Err(_) => return Err(self.first_due(End::ClientGone)),
             Ok(n) if n > 0 => self.last_progress = Instant::now(),
             Ok(_) => {}

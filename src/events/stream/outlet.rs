@@ -114,6 +114,7 @@ impl Outlet for SocketOutlet {
             Peer::Quiet => None,
             Peer::Sent => Some(End::Pipelined),
             Peer::Gone => Some(End::ClientGone),
+            Peer::TimedOut => Some(End::Stalled),
         }
     }
 }

@@ -41,7 +41,8 @@ pub enum End {
     ClientGone = 3,
     /// The client sent another request on the stream's connection.
     Pipelined = 4,
-    /// Nothing could be sent for the stall time (a client that stopped reading, or vanished).
+    /// Nothing could be sent for the stall time, or the kernel gave the connection up with our
+    /// bytes unacknowledged (a client that stopped reading, or vanished).
     Stalled = 5,
 }
 

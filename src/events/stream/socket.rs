@@ -91,11 +91,11 @@ pub fn run(
 /// A stream socket's options (TCP_NODELAY was set on every connection at its accept).
 fn prepare(socket: ClientSocket, timing: Timing) {
     let _ = socket.set_send_buffer(SEND_BUFFER);
-    // A client that vanished acknowledges nothing: the kernel gives up a second after the stall
-    // time, which wakes the watcher, and the stream ends as `client_gone`. (A second after: a
-    // client that merely stopped reading still acknowledges probes of its closed window, and is
-    // ended by the stream's own stall clock first, as `stalled`; with both at the stall time,
-    // which came first depended on the load; a thread that wakes after both still says
-    // `stalled` when its bytes had waited the stall time: body.rs, `first_due`.)
+    // A client that stops reading or vanishes leaves our bytes unacknowledged: the kernel gives
+    // the connection up a second after the stall time, which wakes the watcher, and the stream
+    // ends as `stalled` (the socket says timed out, `Peer::TimedOut`). Usually the stream's own
+    // stall clock ends it first, when its bytes wait in the outlet; when all of them fit in the
+    // kernel's buffers, only the kernel can tell. A close or reset by the client is
+    // `client_gone`.
     let _ = socket.set_user_timeout(timing.stall + USER_TIMEOUT_MARGIN);
 }
