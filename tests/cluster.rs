@@ -53,7 +53,7 @@ impl Haproxy {
             .collect();
         let cfg = format!(
             "global\n    maxconn 4000\n\ndefaults\n    mode http\n    timeout connect 2s\n\
-             timeout client 1h\n    timeout server 1h\n    timeout tunnel 1h\n\
+             timeout client 1h\n    timeout server 1h\n    timeout tunnel 1h\n    timeout check 2s\n\
              option http-server-close\n    option http-buffer-request\n    retries 3\n\
              option redispatch 1\n    retry-on conn-failure empty-response\n\n\
              frontend web\n    bind 127.0.0.1:{port}\n    default_backend instances\n\n\
@@ -239,7 +239,7 @@ fn three_instances_behind_haproxy_spread_streams_survive_a_crash_and_a_rolling_r
     assert_eq!(failed.load(Ordering::SeqCst), 0);
 }
 
-/// Requests sent back to back through HAProxy (four clients, a new connection each) while one of
+/// Requests sent back to back through HAProxy (three clients, a new connection each) while one of
 /// two instances is stopped with SIGTERM and replaced, five times: every one is answered by an
 /// instance, none refused 503 "shutting down" and none lost. A request that reached an instance
 /// as it stopped (its connection taken, its head read after the signal) was refused so, and
@@ -261,7 +261,7 @@ fn requests_through_haproxy_are_all_answered_while_instances_stop() {
     let entry = proxy.addr();
     let stop = Arc::new(AtomicBool::new(false));
     let ok = Arc::new(AtomicUsize::new(0));
-    let clients: Vec<_> = (0..4)
+    let clients: Vec<_> = (0..3)
         .map(|_| {
             let (stop, ok) = (stop.clone(), ok.clone());
             std::thread::spawn(move || {
@@ -286,8 +286,13 @@ fn requests_through_haproxy_are_all_answered_while_instances_stop() {
             "instance {i} exited 0 within 15 s of SIGTERM"
         );
         instances[i] = Spawned::start_on(BIN, ports[i], &[]);
-        // Back in HAProxy's rotation before the next one goes.
-        std::thread::sleep(Duration::from_millis(800));
+        // Ready, then back in HAProxy's rotation (checks every 300 ms) before the next one goes.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while raw_request(instances[i].addr, "GET", "/readyz", &[], b"").status != 200 {
+            assert!(Instant::now() < deadline, "instance {i} never ready");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        std::thread::sleep(Duration::from_secs(1));
     }
     stop.store(true, Ordering::SeqCst);
     let failures: Vec<String> = clients
