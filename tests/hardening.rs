@@ -620,3 +620,78 @@ fn sigterm_finishes_in_flight_work_ends_streams_and_exits_0() {
 fn sigint_finishes_in_flight_work_ends_streams_and_exits_0() {
     stop_with_work_in_flight("-INT");
 }
+
+/// A request that was being sent when SIGTERM came is answered, not refused 503: its connection
+/// was taken before the listener closed, so a load balancer has sent it to this instance and,
+/// once it has an answer, never sends it elsewhere (a sign-in through HAProxy was refused so in
+/// a rolling restart, tests/cluster.rs). A new connection's first request and a kept-alive
+/// connection's next one alike; each connection then ends, and the process exits 0.
+#[test]
+fn a_request_being_sent_when_sigterm_comes_is_answered_not_refused() {
+    let (mut child, addr) = spawn_binary(&[]);
+    let (email, _) = Client::new(addr).signup();
+    let csrf = Client::new(addr).csrf();
+    let login = || {
+        let body = json!({"email": email, "password": PASSWORD}).to_string();
+        format!(
+            "POST /auth/login HTTP/1.1\r\nHost: x\r\nX-Forwarded-For: {}\r\n\
+             Content-Type: application/json\r\nX-CSRF-Token: {csrf}\r\n\
+             Cookie: svc_csrf={csrf}\r\nContent-Length: {}\r\n\r\n{body}",
+            unique_ip(),
+            body.len()
+        )
+    };
+    let connect = || {
+        let s = TcpStream::connect(addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        BufReader::new(s)
+    };
+    let mut first = connect();
+    let mut kept = connect();
+    kept.get_mut()
+        .write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    assert_eq!(read_response(&mut kept).status, 200);
+    // Both requests begun: their first bytes are with the server before the signal.
+    let (heads, rests): (Vec<String>, Vec<String>) = (0..2)
+        .map(|_| {
+            let whole = login();
+            let (head, rest) = whole.split_at(30);
+            (head.to_string(), rest.to_string())
+        })
+        .unzip();
+    for (s, head) in [&mut first, &mut kept].into_iter().zip(&heads) {
+        s.get_mut().write_all(head.as_bytes()).unwrap();
+    }
+    thread::sleep(Duration::from_millis(300));
+    Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    // The listener closes once the server is stopping: only then is the rest sent.
+    let signalled = Instant::now();
+    while TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
+        assert!(signalled.elapsed() < T, "the listener is still open");
+        thread::sleep(Duration::from_millis(10));
+    }
+    for (s, rest) in [&mut first, &mut kept].into_iter().zip(&rests) {
+        s.get_mut().write_all(rest.as_bytes()).unwrap();
+    }
+    for (name, s) in [("first", &mut first), ("kept-alive", &mut kept)] {
+        let r = read_response(s);
+        assert_eq!(
+            r.status,
+            200,
+            "the {name} request: {}",
+            String::from_utf8_lossy(&r.body)
+        );
+        let mut more = Vec::new();
+        assert_eq!(
+            s.read_to_end(&mut more).unwrap(),
+            0,
+            "the {name} connection ended"
+        );
+    }
+    let status = wait_exit(&mut child, Duration::from_secs(10)).expect("still running after 10 s");
+    assert!(status.success(), "{status}");
+}

@@ -25,8 +25,6 @@ pub enum Refusal {
         wait: u64,
         what: Option<&'static str>,
     },
-    /// The server is shutting down (503).
-    ShuttingDown,
 }
 
 /// Seconds after which a refused connection or stream may try again.
@@ -66,9 +64,6 @@ impl From<Refusal> for ApiError {
                 wait,
                 what: Some(message),
             } => ApiError::rate_limited(wait).message(message),
-            Refusal::ShuttingDown => {
-                ApiError::new(Code::Unavailable).message("The server is shutting down.")
-            }
         }
     }
 }
@@ -94,7 +89,6 @@ mod tests {
                 429,
                 "rate_limited",
             ),
-            (Refusal::ShuttingDown, 503, "unavailable"),
         ];
         for (refusal, status, code) in cases {
             let e = ApiError::from(refusal.clone());

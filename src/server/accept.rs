@@ -5,11 +5,12 @@
 //! one the spawner makes; this loop makes none). Past the capacity (503) or the client's share
 //! (429) it refuses instead, with a complete JSON response written without a thread and followed
 //! by a clean end (the 503's socket lingers, `linger`; tiny_http shuts the 429's); each kind is
-//! logged once per episode, not once per connection.
+//! logged once per episode, not once per connection. When the server stops, it takes what the
+//! kernel has queued, then the listeners close (`take_the_queued`).
 
 use std::io;
 use std::net::{SocketAddr, TcpListener};
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread;
@@ -31,6 +32,9 @@ pub const CONNECTION_STACK: usize = 128 * 1024;
 
 /// How long a full server waits for room before it refuses what waits to be accepted.
 const ADMISSION_WAIT: Duration = Duration::from_secs(1);
+
+/// How long a stopping server goes on taking the connections queued in the kernel, at most.
+const LAST_TAKE: Duration = Duration::from_secs(1);
 
 /// A condition logged once when it starts, and again only after it has cleared.
 #[derive(Default)]
@@ -57,6 +61,7 @@ pub fn run(listeners: &[TcpListener], state: &Arc<ServerState>) {
         .collect::<io::Result<Vec<_>>>()
     else {
         log::error!("cannot clone the listening sockets");
+        state.accept_ended.store(true, Ordering::SeqCst);
         return;
     };
     let mut accepting = AcceptLoop {
@@ -86,6 +91,10 @@ pub fn run(listeners: &[TcpListener], state: &Arc<ServerState>) {
             }
         }
     }
+    accepting.take_the_queued(listeners, &tiny, &fds);
+    // The listeners close when the caller drops them, right after this: a connect from then on
+    // is refused, and a load balancer sends it to another instance.
+    state.accept_ended.store(true, Ordering::SeqCst);
     log::debug!("accept loop stopped");
 }
 
@@ -102,6 +111,30 @@ struct AcceptLoop<'a> {
 }
 
 impl AcceptLoop<'_> {
+    /// The server stops: takes the connections the kernel has queued, and serves them. Each
+    /// completed its handshake, so its client (a load balancer) counts its request as sent to
+    /// this instance, and will not send it elsewhere; closing the listeners with them queued
+    /// would reset them. Until the queues are empty, or for at most `LAST_TAKE` under a flood.
+    fn take_the_queued(
+        &mut self,
+        listeners: &[TcpListener],
+        tiny: &[tiny_http::Listener],
+        fds: &[BorrowedFd<'_>],
+    ) {
+        let until = Instant::now() + LAST_TAKE;
+        while Instant::now() < until {
+            let Ok(readable) = wait_readable(fds, Duration::ZERO) else {
+                return;
+            };
+            if !readable.contains(&true) {
+                return;
+            }
+            (0..listeners.len())
+                .filter(|i| readable[*i])
+                .for_each(|i| self.take_one(&listeners[i], &tiny[i]));
+        }
+    }
+
     /// Takes the next connection waiting on `listener` (`tiny`: tiny_http's view of it):
     /// admitted to this process's capacity and accepted through tiny_http (`accept_one`), or
     /// refused (503) when the process is full.

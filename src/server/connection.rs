@@ -4,14 +4,15 @@
 //!
 //! 1. `read_head`: the next head, seen whole and screened ahead of the parser (`ahead`), under
 //!    the guard's deadline, then parsed by tiny_http;
-//! 2. `refuse_early`: what the head alone refuses (shutting down, too large, its framing), then
+//! 2. `refuse_early`: what the head alone refuses (too large, its framing), then
 //!    the route's screen, before the body is asked for (`100 Continue`) or read;
 //! 3. `read_body`: the body, under its deadline and size limit (`body`);
 //! 4. `answer`: by a worker, which this thread waits for, so that a worker never waits on a
 //!    client; or, for a stream request, here, and the connection becomes the stream's
 //!    (`become_stream`: tiny_http's read half goes, one descriptor is left);
 //! 5. the end (`run`): a stream runs from the bottom of the thread's job, and what the connection
-//!    held (`Held`) is given back when it drops.
+//!    held (`Held`) is given back when it drops. Once the server stops, a connection ends after
+//!    the request in hand: one that arrives as it stops is answered, not refused.
 
 use std::net::{Shutdown, SocketAddr};
 use std::os::fd::AsFd;
@@ -24,7 +25,7 @@ use super::answer::{self, answer};
 use super::guard::{self, Entry, Phase};
 use super::state::{CompleteRequest, Handoff, Outcome, ReadyStream, ServerState};
 use super::{body, exit, head};
-use crate::admission::{ConnectionPlace, Refusal, SharePlace};
+use crate::admission::{ConnectionPlace, SharePlace};
 use crate::error::{ApiError, Code};
 use crate::events::{StreamPlan, StreamSocket};
 use crate::http::{Request, Response};
@@ -126,6 +127,9 @@ where
         let stream = loop {
             let (Ok(next) | Err(next)) = self.request();
             match next {
+                // A stopping server answers the request a client has sent (it cannot know to
+                // send it elsewhere), then ends the connection instead of waiting for another.
+                Next::Request if self.state.app.stopping.load(Ordering::SeqCst) => break None,
                 Next::Request => continue,
                 Next::Stream(ready) => break Some(self.become_stream(*ready)),
                 Next::End => break None,
@@ -211,9 +215,7 @@ where
         let ParsedHead { parsed, too_large } = head;
         let app = &self.state.app;
         let lines = head::lines(&parsed, &app.config.client_source.header);
-        let refused = if app.stopping.load(Ordering::SeqCst) {
-            Some(ApiError::from(Refusal::ShuttingDown))
-        } else if too_large {
+        let refused = if too_large {
             Some(guard::head_refusal(Code::HeaderTooLarge))
         } else {
             // No trustworthy end of this request: answered, then the connection closes.

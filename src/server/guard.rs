@@ -28,6 +28,10 @@ pub const MAX_HEAD: usize = 16 * 1024;
 /// over `MAX_HEAD + READ_AHEAD` proves a head over `MAX_HEAD`.
 const READ_AHEAD: u64 = 1024;
 const TICK: Duration = Duration::from_millis(100);
+/// How long a stopping server waits for the requests on their way: a new connection's (a load
+/// balancer writes it right after its connect) and the rest of a head begun. A client slower
+/// than that gets 408 (or, having sent nothing, the close) instead of holding the exit.
+const LAST_HEADS: Duration = Duration::from_secs(2);
 /// A cut connection whose thread is still reading (its client keeps sending) is aborted after
 /// this: time for our answer to leave.
 const ABORT_GRACE: Duration = Duration::from_secs(1);
@@ -76,7 +80,8 @@ pub struct Seen {
     /// Bytes of the client wait unread in the kernel (a head being looked at ahead of the
     /// parser, `ahead`), if looked at this tick.
     pub queued: bool,
-    pub stopping: bool,
+    /// How long ago the server began to stop, if it has.
+    pub stopped: Option<Duration>,
 }
 
 /// Whether `consumed` bytes taken off the socket while waiting for one head prove that head
@@ -103,24 +108,23 @@ pub fn decide(s: Seen, deadlines: &Deadlines) -> Action {
         return answer(Code::HeaderTooLarge);
     }
     let started = s.consumed.is_some_and(|n| n > 0) || s.queued;
+    // A stopping server waits `LAST_HEADS` at most for the heads on their way.
+    let last_heads_over = s.stopped.is_some_and(|t| t >= LAST_HEADS);
     if !started {
-        return if s.in_flight > 0 {
-            // The client is waiting for us (a slow response, an open stream).
-            Action::Wait
-        } else if s.stopping
-            || s.waited
-                >= if first {
-                    deadlines.head
-                } else {
-                    deadlines.keep_alive
-                }
-        {
+        let over = match (first, s.stopped) {
+            // A resting connection closes at once when the server stops.
+            (false, Some(_)) => true,
+            (false, None) => s.waited >= deadlines.keep_alive,
+            (true, _) => s.waited >= deadlines.head || last_heads_over,
+        };
+        // In flight: the client is waiting for us (a slow response, an open stream).
+        return if s.in_flight == 0 && over {
             Action::Close
         } else {
             Action::Wait
         };
     }
-    if s.waited >= deadlines.head {
+    if s.waited >= deadlines.head || last_heads_over {
         return answer(Code::RequestTimeout);
     }
     Action::Wait
@@ -249,26 +253,32 @@ impl Guard {
         let guard = self.clone();
         thread::Builder::new()
             .name("conn-guard".into())
-            .spawn(move || loop {
-                thread::sleep(TICK);
-                let stop = stopping.load(Ordering::SeqCst);
-                let live: Vec<Arc<Entry>> = {
-                    let mut entries = guard.entries.lock().unpoisoned();
-                    entries.retain(|c| c.strong_count() > 0);
-                    entries.iter().filter_map(Weak::upgrade).collect()
-                };
-                if stop && live.is_empty() {
-                    return;
-                }
-                for entry in live {
-                    guard.look_at(&entry, stop, &metrics);
+            .spawn(move || {
+                let mut stopped_at = None;
+                loop {
+                    thread::sleep(TICK);
+                    if stopping.load(Ordering::SeqCst) {
+                        stopped_at.get_or_insert_with(Instant::now);
+                    }
+                    let stopped = stopped_at.map(|t: Instant| t.elapsed());
+                    let live: Vec<Arc<Entry>> = {
+                        let mut entries = guard.entries.lock().unpoisoned();
+                        entries.retain(|c| c.strong_count() > 0);
+                        entries.iter().filter_map(Weak::upgrade).collect()
+                    };
+                    if stopped.is_some() && live.is_empty() {
+                        return;
+                    }
+                    for entry in live {
+                        guard.look_at(&entry, stopped, &metrics);
+                    }
                 }
             })
     }
 
     /// One connection at one tick: aborts it when its grace is up, else decides what its armed
     /// phase calls for (`decide`) and does it.
-    fn look_at(&self, entry: &Entry, stopping: bool, metrics: &Metrics) {
+    fn look_at(&self, entry: &Entry, stopped: Option<Duration>, metrics: &Metrics) {
         let mut st = entry.state();
         if let Some(at) = st.abort_at {
             // Still inside tiny_http after the grace: the socket is still its own.
@@ -279,7 +289,7 @@ impl Guard {
             }
             return;
         }
-        let Some(seen) = entry.seen(&st, stopping) else {
+        let Some(seen) = entry.seen(&st, stopped) else {
             return;
         };
         let action = decide(seen, &self.deadlines);
@@ -305,7 +315,7 @@ impl Guard {
 
 impl Entry {
     /// What the guard knows of the connection now, if it is armed.
-    fn seen(&self, st: &State, stopping: bool) -> Option<Seen> {
+    fn seen(&self, st: &State, stopped: Option<Duration>) -> Option<Seen> {
         let armed = st.armed.as_ref()?;
         let head = armed.phase != Phase::Drain;
         let waited = match armed.phase {
@@ -323,7 +333,7 @@ impl Entry {
             consumed,
             // Only asked when nothing was taken: a head read ahead is queued, not consumed.
             queued: consumed == Some(0) && self.socket.queued().is_ok_and(|n| n > 0),
-            stopping,
+            stopped,
         })
     }
 

@@ -14,7 +14,7 @@ fn seen(phase: Phase, waited: u64, consumed: u64, in_flight: usize) -> Seen {
         in_flight,
         consumed: Some(consumed),
         queued: false,
-        stopping: false,
+        stopped: None,
     }
 }
 
@@ -67,9 +67,9 @@ fn keep_alive_closes_idle_connections_but_never_one_awaiting_its_response() {
 }
 
 #[test]
-fn stopping_closes_resting_connections_only() {
+fn stopping_closes_resting_connections_at_once() {
     let mut s = seen(NEXT, 0, 0, 0);
-    s.stopping = true;
+    s.stopped = Some(Duration::ZERO);
     assert_eq!(decide(s, &DEADLINES), Action::Close);
     s.in_flight = 1;
     assert_eq!(
@@ -77,6 +77,24 @@ fn stopping_closes_resting_connections_only() {
         Action::Wait,
         "its answer is still coming"
     );
+}
+
+/// A request on its way when the server stops is waited for (and answered): a new connection's
+/// first byte, and the rest of a head begun; for `LAST_HEADS` at most.
+#[test]
+fn stopping_waits_a_while_for_the_heads_on_their_way() {
+    for (phase, consumed) in [(FIRST, 0), (FIRST, 10), (NEXT, 10)] {
+        let mut s = seen(phase, 1, consumed, 0);
+        s.stopped = Some(LAST_HEADS - TICK);
+        assert_eq!(decide(s, &DEADLINES), Action::Wait, "{phase:?} {consumed}");
+        s.stopped = Some(LAST_HEADS);
+        let over = if consumed == 0 {
+            Action::Close
+        } else {
+            Action::Answer(Code::RequestTimeout)
+        };
+        assert_eq!(decide(s, &DEADLINES), over, "{phase:?} {consumed}");
+    }
 }
 
 #[test]

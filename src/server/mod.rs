@@ -25,7 +25,7 @@
 use std::io;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsFd;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
@@ -121,15 +121,16 @@ impl Server {
         self.state.spares.queued()
     }
 
-    /// Stops taking requests, lets workers finish the request in hand, ends open streams, and
-    /// waits (bounded) for all of it.
+    /// Stops taking connections (what the kernel had queued is taken first), answers every
+    /// request already sent on one, ends open streams, and waits (bounded) for all of it.
     pub fn shutdown(mut self, grace: Duration) {
         self.stop(grace);
     }
 
     fn stop(&mut self, grace: Duration) {
         self.state.app.stopping.store(true, Ordering::SeqCst);
-        // Wake the accept loop so that it sees `stopping` and closes the listener.
+        // Wake the accept loop so that it sees `stopping`, takes what is queued and closes the
+        // listeners.
         let _ = TcpStream::connect_timeout(&self.addr, Duration::from_millis(200));
         let deadline = Instant::now() + grace;
         // Streams end at once (they need no worker); one that starts later sees `stopping`.
@@ -150,6 +151,7 @@ impl ServerState {
     fn new(app: Arc<App>, guard: Arc<Guard>) -> io::Result<ServerState> {
         let (to_workers, for_workers) = bounded(app.config.workers * 4);
         let capacity = &app.capacity;
+        let accept_ended = Arc::new(AtomicBool::new(false));
         Ok(ServerState {
             to_workers,
             for_workers,
@@ -157,7 +159,8 @@ impl ServerState {
             connection_shares: Shares::new(capacity.max_connections, app.config.client_share),
             guard,
             watcher: Watcher::start(app.stopping.clone(), app.stream_places.clone())?,
-            spares: spares::Spares::start(app.stopping.clone(), accept::CONNECTION_STACK)?,
+            spares: spares::Spares::start(accept_ended.clone(), accept::CONNECTION_STACK)?,
+            accept_ended,
             app,
         })
     }

@@ -31,7 +31,7 @@ const SPARE: usize = crate::capacity::SPARE_THREADS;
 /// Threads that may wait at most (a thread whose connection ended waits while fewer wait).
 const MAX_IDLE: usize = crate::capacity::MAX_IDLE_THREADS;
 
-/// How often a waiting thread and the spawner look whether the server stops.
+/// How often a waiting thread and the spawner look whether the accept loop has ended.
 const TICK: Duration = Duration::from_secs(1);
 
 /// The queue of connections waiting for a thread, and the spawner's bell.
@@ -46,20 +46,22 @@ struct Inner {
     idle: AtomicUsize,
     /// Rings the spawner: work waits, or a waiting thread took some.
     bell: Sender<()>,
-    stopping: Arc<AtomicBool>,
+    /// The accept loop, the only source of work, has ended (it still queues the connections it
+    /// took while the server stopped).
+    accept_ended: Arc<AtomicBool>,
     stack: usize,
 }
 
 impl Spares {
     /// Starts the spawner, which makes `SPARE` threads at once; threads of `stack` bytes.
-    pub fn start(stopping: Arc<AtomicBool>, stack: usize) -> io::Result<Spares> {
+    pub fn start(accept_ended: Arc<AtomicBool>, stack: usize) -> io::Result<Spares> {
         let (jobs, waiting) = unbounded();
         let (bell, rings) = bounded(1);
         let inner = Arc::new(Inner {
             waiting,
             idle: AtomicUsize::new(0),
             bell,
-            stopping,
+            accept_ended,
             stack,
         });
         let spawner = inner.clone();
@@ -90,8 +92,8 @@ impl Inner {
     }
 
     /// The spawner: makes a thread for each job no waiting thread will take, and keeps `SPARE`
-    /// more waiting. After the server stops, it still gives the queued jobs their threads (they
-    /// answer that the server is shutting down).
+    /// more waiting, until the accept loop has ended and every job it queued has its thread
+    /// (connections taken while the server stopped are served).
     fn spawn_while_needed(self: &Arc<Self>, rings: &Receiver<()>) {
         loop {
             while self.idle.load(Ordering::SeqCst) < self.waiting.len() + SPARE {
@@ -109,7 +111,7 @@ impl Inner {
                     break;
                 }
             }
-            if self.stopping.load(Ordering::SeqCst) && self.waiting.is_empty() {
+            if self.accept_ended.load(Ordering::SeqCst) && self.waiting.is_empty() {
                 return;
             }
             let _ = rings.recv_timeout(TICK);
@@ -136,7 +138,7 @@ impl Inner {
                         return;
                     }
                 }
-                Err(RecvTimeoutError::Timeout) if !self.stopping.load(Ordering::SeqCst) => {}
+                Err(RecvTimeoutError::Timeout) if !self.accept_ended.load(Ordering::SeqCst) => {}
                 Err(_) => {
                     self.idle.fetch_sub(1, Ordering::SeqCst);
                     return;
@@ -178,8 +180,8 @@ mod tests {
     /// priority: no later connection runs at that priority.
     #[test]
     fn threads_are_reused_but_never_one_whose_scheduling_changed() {
-        let stopping = Arc::new(AtomicBool::new(false));
-        let spares = Spares::start(stopping.clone(), 128 * 1024).unwrap();
+        let ended = Arc::new(AtomicBool::new(false));
+        let spares = Spares::start(ended.clone(), 128 * 1024).unwrap();
         // Every thread starts at the process's nice value (not 0 under `nice -n 5 cargo test`).
         let base = nice();
         let lowered: ThreadId = on_a_thread(&spares, || {
@@ -198,6 +200,6 @@ mod tests {
             "{} threads for 300 connections one after another",
             seen.len()
         );
-        stopping.store(true, Ordering::SeqCst);
+        ended.store(true, Ordering::SeqCst);
     }
 }

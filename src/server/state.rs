@@ -3,6 +3,7 @@
 //! of the server: it imports none of the modules that use it, so that none of them imports
 //! another that imports it back.
 
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -32,6 +33,8 @@ pub struct ServerState {
     pub(super) watcher: Arc<Watcher>,
     /// Connection threads waiting for a connection.
     pub(super) spares: super::spares::Spares,
+    /// The accept loop has ended and its listeners are closed: no connection comes any more.
+    pub(super) accept_ended: Arc<AtomicBool>,
 }
 
 /// A request whose head and body have both arrived, ready to be answered (`answer`).

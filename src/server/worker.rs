@@ -10,15 +10,22 @@ use crossbeam_channel::RecvTimeoutError;
 use super::answer::answer;
 use super::state::{Handoff, ServerState};
 
-/// Takes requests until the server stops and the queue is empty: a request that was read
-/// before the stop is still answered.
+/// Takes requests until the server has stopped and no connection is left that could send one:
+/// every request sent on a connection the server took, before or after the stop, is answered.
 pub fn run(state: &ServerState) {
     loop {
         match state.for_workers.recv_timeout(Duration::from_millis(250)) {
             Ok(Handoff { request, outcome }) => outcome.send(answer(state, request)),
-            Err(RecvTimeoutError::Timeout) if state.app.stopping.load(Ordering::SeqCst) => return,
+            Err(RecvTimeoutError::Timeout) if no_more_requests(state) => return,
             Err(RecvTimeoutError::Timeout) => continue,
             Err(RecvTimeoutError::Disconnected) => return,
         }
     }
+}
+
+/// The listeners are closed and every connection has ended, so nothing can be queued again.
+/// Connections end soon after a stop: resting ones at once (`guard`), the others after their
+/// request, within its deadlines.
+fn no_more_requests(state: &ServerState) -> bool {
+    state.accept_ended.load(Ordering::SeqCst) && state.connections.open() == 0
 }
