@@ -1,5 +1,5 @@
 //! Settings of the whole process, made once at start: the allocator's room ahead (first thing in
-//! `main`) and the size of the descriptor table (when the server starts).
+//! `main`), and the sizes of the descriptor table and of the futex hash (when the server starts).
 
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
@@ -42,6 +42,42 @@ pub fn reserve_descriptors(fd: BorrowedFd<'_>, slots: usize) -> io::Result<()> {
     Ok(())
 }
 
+/// `prctl(PR_FUTEX_HASH, …)` (Linux 6.16): the process's own futex hash, its slots set or read.
+const PR_FUTEX_HASH: libc::c_int = 78;
+const PR_FUTEX_HASH_SET_SLOTS: libc::c_ulong = 1;
+const PR_FUTEX_HASH_GET_SLOTS: libc::c_ulong = 2;
+
+/// Most futex hash slots asked for (64 bytes of kernel memory each: 512 KiB).
+const MOST_FUTEX_SLOTS: usize = 8192;
+
+/// Gives this process a futex hash of about one slot per four of `threads` (a power of two, at
+/// least 16, at most `MOST_FUTEX_SLOTS`); the slots it now has.
+///
+/// Every thread that waits (a connection thread for its stream's opening or its next event, a
+/// spare for its connection) waits on a futex, and the kernel finds a futex's waiters in a hash
+/// slot, walking the slot's list. Since Linux 6.16 a process has a hash of its own, sized when it
+/// starts threads by its CPUs, not its threads: 16 slots on two CPUs. With 5,000 streams, each
+/// wake-up walked a list of hundreds of sleeping threads; in a reconnect storm the openings
+/// thread spent most of its time inside `futex_wake` (BENCHMARKS.md, issue 38 item 3). The
+/// kernel keeps a size set here (it no longer resizes the hash as threads come). Fails on
+/// kernels without the call (`EINVAL`), whose one hash for the whole system is sized by CPUs too
+/// but larger (256 slots per CPU).
+pub fn size_futex_hash(threads: usize) -> io::Result<usize> {
+    let slots = (threads / 4)
+        .next_power_of_two()
+        .clamp(16, MOST_FUTEX_SLOTS);
+    // SAFETY: prctl with PR_FUTEX_HASH reads only its integer arguments.
+    cvt(unsafe { libc::prctl(PR_FUTEX_HASH, PR_FUTEX_HASH_SET_SLOTS, slots, 0, 0) })?;
+    futex_hash_slots()
+}
+
+/// Slots of this process's own futex hash (0: it uses the system's).
+pub fn futex_hash_slots() -> io::Result<usize> {
+    // SAFETY: as above; GET_SLOTS returns the count.
+    let slots = cvt(unsafe { libc::prctl(PR_FUTEX_HASH, PR_FUTEX_HASH_GET_SLOTS, 0, 0, 0) })?;
+    Ok(slots as usize)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -65,5 +101,25 @@ mod tests {
         let left = std::path::Path::new("/proc/self/fd").join((want - 1).to_string());
         assert!(!left.exists(), "the reservation left its descriptor open");
         assert!(reserve_descriptors(listener.as_fd(), limit as usize + 1).is_err());
+    }
+
+    /// The hash gets a slot per four threads asked for, and keeps it while threads come and go
+    /// (the kernel would otherwise size it by CPUs: 16 slots on two).
+    #[test]
+    fn the_futex_hash_is_sized_for_the_threads_and_kept() {
+        if futex_hash_slots().is_err() {
+            eprintln!("skipped: this kernel has no per-process futex hash (Linux < 6.16)");
+            return;
+        }
+        assert_eq!(size_futex_hash(20_000).unwrap(), MOST_FUTEX_SLOTS);
+        assert_eq!(size_futex_hash(5_000).unwrap(), 2048);
+        let threads: Vec<_> = (0..64)
+            .map(|_| {
+                std::thread::spawn(|| std::thread::sleep(std::time::Duration::from_millis(20)))
+            })
+            .collect();
+        threads.into_iter().for_each(|t| t.join().unwrap());
+        assert_eq!(futex_hash_slots().unwrap(), 2048);
+        assert_eq!(size_futex_hash(10).unwrap(), 16);
     }
 }

@@ -78,6 +78,13 @@ impl Server {
         if let Err(e) = os::process::reserve_descriptors(listener.as_fd(), slots) {
             log::debug!("descriptor table not grown to {slots}: {e}");
         }
+        // A futex hash slot per few threads this process may run (`os::process`): each thread
+        // that waits, waits on a futex.
+        let threads = capacity.max_connections + crate::capacity::MAX_IDLE_THREADS;
+        match os::process::size_futex_hash(threads) {
+            Ok(slots) => log::debug!("futex hash: {slots} slots"),
+            Err(e) => log::debug!("futex hash left as the kernel sized it: {e}"),
+        }
         // Queues in the kernel for every connection this process can hold (`listeners`).
         let count = listeners::count_for(capacity.max_connections);
         let listeners = listeners::group(listener, count, app.config.read_timeout);

@@ -233,7 +233,7 @@ fn main() {
                 );
                 let server = Server::start(kind, bin, &database_url);
                 std::thread::sleep(Duration::from_secs(1));
-                outcome.storm = storm::run(server.addr, &storm_secrets, storm);
+                outcome.storm = storm::run(server.addr, server.pid(), &storm_secrets, storm);
                 drop(server);
                 std::thread::sleep(Duration::from_secs(2));
             }

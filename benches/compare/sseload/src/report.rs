@@ -190,6 +190,11 @@ fn table(machine: &str, sides: &[Side], quick: bool) -> String {
             &|o| o.storm.rate,
             0,
         );
+        row(
+            &format!("{name}: server CPU µs per stream"),
+            &|o| o.storm.server_cpu_us,
+            0,
+        );
         row(&format!("{name}: p50 ms to ready"), &|o| o.storm.p50_ms, 1);
         row(&format!("{name}: p99 ms to ready"), &|o| o.storm.p99_ms, 1);
         row(

@@ -31,6 +31,12 @@ pub struct Storm {
     pub seconds: f64,
     /// `ready` per second over the whole storm.
     pub rate: f64,
+    /// The server's CPU (user + system) from the first connect to the last `ready`, in
+    /// microseconds per stream ready: what an opening costs the server itself, which the
+    /// machine's other work moves far less than the storm's seconds. Its closes, after the
+    /// measurement, are not in it.
+    #[serde(default)]
+    pub server_cpu_us: f64,
     /// Milliseconds from the storm's start to each stream's `ready`.
     pub p50_ms: f64,
     pub p99_ms: f64,
@@ -46,9 +52,9 @@ struct Pending {
 /// Streams per token.
 pub const PER_TOKEN: usize = 10;
 
-/// Opens `n` streams at once against `addr`, `PER_TOKEN` with each of `secrets`, and keeps them
-/// open until every one is ready (or failed); then closes them all.
-pub fn run(addr: SocketAddr, secrets: &[String], n: usize) -> Storm {
+/// Opens `n` streams at once against `addr` (the server process `pid`), `PER_TOKEN` with each of
+/// `secrets`, and keeps them open until every one is ready (or failed); then closes them all.
+pub fn run(addr: SocketAddr, pid: u32, secrets: &[String], n: usize) -> Storm {
     let request = |i: usize| {
         format!(
             "GET /v1/events HTTP/1.1\r\nHost: bench\r\nAccept: text/event-stream\r\n\
@@ -57,6 +63,7 @@ pub fn run(addr: SocketAddr, secrets: &[String], n: usize) -> Storm {
         )
     };
     let claimed = AtomicUsize::new(0);
+    let cpu_before = crate::procfs::cpu_seconds(pid);
     let start = Instant::now();
     // Every stream stays open until the last is ready: a client thread done early would
     // otherwise close its streams while the others still wait, and the server would spend the
@@ -93,6 +100,8 @@ pub fn run(addr: SocketAddr, secrets: &[String], n: usize) -> Storm {
             .map(|w| w.join().expect("storm thread"))
             .collect()
     });
+    // Every stream is still open: the server has spent nothing on ending them yet.
+    let server_cpu = crate::procfs::cpu_seconds(pid) - cpu_before;
     let mut ms: Vec<f64> = results
         .iter()
         .flat_map(|(r, _, _)| r.iter().copied())
@@ -111,6 +120,7 @@ pub fn run(addr: SocketAddr, secrets: &[String], n: usize) -> Storm {
         failed: failures.len(),
         seconds,
         rate: ms.len() as f64 / seconds.max(1e-9),
+        server_cpu_us: server_cpu * 1e6 / ms.len().max(1) as f64,
         p50_ms: pct(0.5),
         p99_ms: pct(0.99),
         first_failure: failures.first().map(|s| s.to_string()).unwrap_or_default(),
