@@ -170,7 +170,11 @@ pub fn serve_on(config: Config, listener: std::net::TcpListener) -> Result<Servi
         ))),
         seen: identity::LastSeen::default(),
         capacity,
-        hasher: hashing::Hasher::start(config.hash_threads, config.hash_queue),
+        hasher: hashing::Hasher::start(
+            config.hash_threads,
+            config.hash_queue,
+            config.hash_memory_keep,
+        ),
         signin_blocks: admission::Blocks::default(),
         metrics: Arc::new(metrics::Metrics::default()),
         hub,
