@@ -152,7 +152,7 @@ pub fn serve_on(config: Config, listener: std::net::TcpListener) -> Result<Servi
     let pool = db::pool(&config);
     let origins = config.origins().to_vec();
     let capacity = capacity::Capacity::derive(&config);
-    // The common-password set is built here, not by the first sign-up that needs it.
+    // The common-password list is indexed here, not by the first sign-up that needs it.
     auth::passwords::warm();
     let hub = Arc::new(events::Hub::with(
         config.stream_history,

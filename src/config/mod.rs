@@ -107,6 +107,8 @@ pub struct Config {
     /// A hash thread gives its 19 MiB back after this long without a hash (0: after every
     /// hash that nothing waits behind).
     pub hash_memory_keep: Duration,
+    /// How often a quiet server gives malloc's free memory back (zero: never; `maintenance`).
+    pub memory_trim: Duration,
     pub db_pool_size: u32,
     pub db_timeout: Duration,
     /// Open event streams per user or API token, across instances (429 `too_many_streams`).
@@ -183,6 +185,7 @@ impl fmt::Debug for Config {
             .field("hash_threads", &self.hash_threads)
             .field("hash_queue", &self.hash_queue)
             .field("hash_memory_keep", &self.hash_memory_keep)
+            .field("memory_trim", &self.memory_trim)
             .field("db_pool_size", &self.db_pool_size)
             .field("signup", &self.signup)
             .finish_non_exhaustive()
@@ -315,6 +318,7 @@ impl Config {
                 60.0,
                 0.0..=86400.0,
             )?,
+            memory_trim: env.seconds("CONSOLED_MEMORY_TRIM_SECONDS", 60.0, 0.0..=86400.0)?,
             db_pool_size: env.parse("CONSOLED_DB_POOL", 16)?,
             db_keep_statements: env.bool("CONSOLED_DB_KEEP_STATEMENTS", true)?,
             db_timeout: secs(env.parse("CONSOLED_DB_TIMEOUT_SECONDS", 3)?),
