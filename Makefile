@@ -105,11 +105,11 @@ bench-resume:
 
 # An idle consoled's resident memory, mapping by mapping, fresh, after logins, after STREAMS
 # streams (default 1,000) and after the hash memory's keep time; REF=1 adds the async reference's
-# (built by bench-compare). BENCHMARKS.md, "Idle memory".
+# (built by bench-compare); KEEP and TRIM shorten the two settings. BENCHMARKS.md, "Idle memory".
 bench-idle:
 	@url="$${DATABASE_URL:-$$(scripts/pg.sh start test $(TEST_PG_PORT))}"; \
 	[ -n "$$url" ] || { echo "no database to use (pg.sh said why above)" >&2; exit 1; }; \
-	DATABASE_URL="$$url" STREAMS="$(STREAMS)" REF="$(REF)" benches/idle.sh
+	DATABASE_URL="$$url" STREAMS="$(STREAMS)" REF="$(REF)" KEEP="$(KEEP)" TRIM="$(TRIM)" benches/idle.sh
 
 clean: db-down
 	rm -rf .pg target mail
