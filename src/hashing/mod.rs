@@ -29,21 +29,22 @@
 //! (`Verdict::RightAsTyped`), in the same job and for every account alike.
 pub mod fair;
 mod form;
+mod memory;
 
 pub use form::{normalise, Verdict};
+pub use memory::hash_blocking;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
 
-use argon2::password_hash::phc::{Output, ParamsString, PasswordHash, Salt};
-use argon2::{Algorithm, Argon2, Block, Params, Version};
 use crossbeam_channel::{bounded, Sender};
 
 use crate::error::ApiError;
 use crate::http::client::Client;
 use fair::{FairQueue, Pushed};
+use memory::Memory;
 
 enum Work {
     Hash(String),
@@ -217,79 +218,12 @@ fn run(work: Work, dummy: &str, memory: &mut Memory) -> Done {
     }
 }
 
-/// The argon2 working memory of one hash thread, for the service's parameters (argon2id v19,
-/// m=19456 KiB, t=2, p=1: `Params::default()`).
-struct Memory {
-    blocks: Vec<Block>,
-}
-
-impl Memory {
-    fn new() -> Memory {
-        Memory {
-            blocks: vec![Block::default(); Params::default().block_count()],
-        }
-    }
-
-    fn hash(&mut self, password: &str) -> Result<String, String> {
-        let salt = crate::crypto::random_bytes::<16>();
-        let mut out = [0u8; Params::DEFAULT_OUTPUT_LEN];
-        Argon2::default()
-            .hash_password_into_with_memory(password.as_bytes(), &salt, &mut out, &mut self.blocks)
-            .map_err(|e| format!("argon2: {e}"))?;
-        let phc = PasswordHash {
-            algorithm: Algorithm::Argon2id.ident(),
-            version: Some(Version::V0x13.into()),
-            params: ParamsString::try_from(&Params::default()).map_err(|e| e.to_string())?,
-            salt: Some(Salt::new(&salt).map_err(|e| e.to_string())?),
-            hash: Some(Output::new(&out).map_err(|e| e.to_string())?),
-        };
-        Ok(phc.to_string())
-    }
-
-    /// False for a wrong password and for anything that is not an argon2 PHC string.
-    fn verify(&mut self, password: &str, phc: &str) -> bool {
-        let Ok(parsed) = PasswordHash::new(phc) else {
-            return false;
-        };
-        let (Some(salt), Some(expected)) = (&parsed.salt, &parsed.hash) else {
-            return false;
-        };
-        let Ok(algorithm) = Algorithm::try_from(parsed.algorithm.as_str()) else {
-            return false;
-        };
-        let Ok(params) = Params::try_from(&parsed) else {
-            return false;
-        };
-        let version = parsed
-            .version
-            .and_then(|v| Version::try_from(v).ok())
-            .unwrap_or_default();
-        let mut out = vec![0u8; expected.len()];
-        let argon = Argon2::new(algorithm, version, params.clone());
-        let computed = if params.block_count() == self.blocks.len() {
-            argon.hash_password_into_with_memory(
-                password.as_bytes(),
-                salt,
-                &mut out,
-                &mut self.blocks,
-            )
-        } else {
-            // A hash made with other parameters (an older or newer setting): its own memory.
-            argon.hash_password_into(password.as_bytes(), salt, &mut out)
-        };
-        computed.is_ok() && crate::crypto::constant_time_eq(&out, expected.as_bytes())
-    }
-}
-
-/// Hashes on the calling thread with memory of its own; for start-up and the benchmark baseline.
-pub fn hash_blocking(password: &str) -> Result<String, String> {
-    Memory::new().hash(password)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use argon2::password_hash::phc::PasswordHash;
     use argon2::password_hash::PasswordVerifier;
+    use argon2::{Argon2, Params};
 
     const KEEP: Duration = Duration::from_secs(60);
 

@@ -23,7 +23,7 @@ pub fn malloc_room_ahead() {
 }
 
 /// Gives back to the system the memory malloc holds free: what is free at the top of each heap
-/// (kept up to `HEAP_AHEAD` after a storm: 46 MiB over 15 arenas once 5,000 streams had opened
+/// (kept up to `HEAP_AHEAD` after a storm: 45 MiB over 15 arenas once 5,000 streams had opened
 /// and closed, BENCHMARKS.md "Idle memory") and the free pages inside them. It walks each arena
 /// under that arena's lock, so it is for a quiet server (`maintenance`). A heap grown again
 /// within its old size needs no `mprotect` (malloc remembers how far it was made usable), only
