@@ -6,7 +6,7 @@ CARGO ?= cargo
 DEV_PG_PORT ?= 55432
 TEST_PG_PORT ?= 55433
 
-.PHONY: run test build lint unit db-up db-down bench bench-compare bench-resume clean e2e conformance deb prepare
+.PHONY: run test build lint unit db-up db-down bench bench-compare bench-idle bench-resume clean e2e conformance deb prepare
 
 build:
 	$(CARGO) build --release --locked
@@ -102,6 +102,14 @@ bench-resume:
 	@url="$${DATABASE_URL:-$$(scripts/pg.sh start test $(TEST_PG_PORT))}"; \
 	[ -n "$$url" ] || { echo "no database to use (pg.sh said why above)" >&2; exit 1; }; \
 	DATABASE_URL="$$url" STREAMS="$(STREAMS)" BASELINE="$(BASELINE)" benches/resume.sh
+
+# An idle consoled's resident memory, mapping by mapping, fresh, after logins, after STREAMS
+# streams (default 1,000) and after the hash memory's keep time; REF=1 adds the async reference's
+# (built by bench-compare); KEEP and TRIM shorten the two settings. BENCHMARKS.md, "Idle memory".
+bench-idle:
+	@url="$${DATABASE_URL:-$$(scripts/pg.sh start test $(TEST_PG_PORT))}"; \
+	[ -n "$$url" ] || { echo "no database to use (pg.sh said why above)" >&2; exit 1; }; \
+	DATABASE_URL="$$url" STREAMS="$(STREAMS)" REF="$(REF)" KEEP="$(KEEP)" TRIM="$(TRIM)" benches/idle.sh
 
 clean: db-down
 	rm -rf .pg target mail

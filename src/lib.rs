@@ -152,7 +152,7 @@ pub fn serve_on(config: Config, listener: std::net::TcpListener) -> Result<Servi
     let pool = db::pool(&config);
     let origins = config.origins().to_vec();
     let capacity = capacity::Capacity::derive(&config);
-    // The common-password set is built here, not by the first sign-up that needs it.
+    // The common-password list is indexed here, not by the first sign-up that needs it.
     auth::passwords::warm();
     let hub = Arc::new(events::Hub::with(
         config.stream_history,
@@ -170,7 +170,11 @@ pub fn serve_on(config: Config, listener: std::net::TcpListener) -> Result<Servi
         ))),
         seen: identity::LastSeen::default(),
         capacity,
-        hasher: hashing::Hasher::start(config.hash_threads, config.hash_queue),
+        hasher: hashing::Hasher::start(
+            config.hash_threads,
+            config.hash_queue,
+            config.hash_memory_keep,
+        ),
         signin_blocks: admission::Blocks::default(),
         metrics: Arc::new(metrics::Metrics::default()),
         hub,

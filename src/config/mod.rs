@@ -104,6 +104,11 @@ pub struct Config {
     pub hash_threads: usize,
     /// Hash jobs allowed to wait; past this, logins get 429 instead of queueing without bound.
     pub hash_queue: usize,
+    /// A hash thread gives its 19 MiB back after this long without a hash (0: after every
+    /// hash that nothing waits behind).
+    pub hash_memory_keep: Duration,
+    /// How often a quiet server gives malloc's free memory back (zero: never; `maintenance`).
+    pub memory_trim: Duration,
     pub db_pool_size: u32,
     pub db_timeout: Duration,
     /// Open event streams per user or API token, across instances (429 `too_many_streams`).
@@ -179,6 +184,8 @@ impl fmt::Debug for Config {
             .field("workers", &self.workers)
             .field("hash_threads", &self.hash_threads)
             .field("hash_queue", &self.hash_queue)
+            .field("hash_memory_keep", &self.hash_memory_keep)
+            .field("memory_trim", &self.memory_trim)
             .field("db_pool_size", &self.db_pool_size)
             .field("signup", &self.signup)
             .finish_non_exhaustive()
@@ -306,6 +313,12 @@ impl Config {
             workers: env.parse("CONSOLED_WORKERS", 32)?,
             hash_threads,
             hash_queue: env.parse("CONSOLED_HASH_QUEUE", hash_threads * 4)?,
+            hash_memory_keep: env.seconds(
+                "CONSOLED_HASH_MEMORY_KEEP_SECONDS",
+                60.0,
+                0.0..=86400.0,
+            )?,
+            memory_trim: env.seconds("CONSOLED_MEMORY_TRIM_SECONDS", 60.0, 0.0..=86400.0)?,
             db_pool_size: env.parse("CONSOLED_DB_POOL", 16)?,
             db_keep_statements: env.bool("CONSOLED_DB_KEEP_STATEMENTS", true)?,
             db_timeout: secs(env.parse("CONSOLED_DB_TIMEOUT_SECONDS", 3)?),

@@ -6,6 +6,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Condvar, Mutex};
+use std::time::{Duration, Instant};
 
 use crate::admission::{HashGate, HashPlace};
 use crate::http::client::Client;
@@ -85,19 +86,23 @@ impl<T> FairQueue<T> {
     pub fn next(&self) -> (Client, T) {
         let mut s = self.state.lock().unpoisoned();
         loop {
-            let least = (0..s.order.len()).min_by_key(|&i| s.held.get(&s.order[i]).copied());
-            if let Some(client) = least.and_then(|i| s.order.remove(i)) {
-                let queue = s.waiting.get_mut(&client).expect("ordered clients wait");
-                let item = queue.pop_front().expect("no empty queues are kept");
-                if queue.is_empty() {
-                    s.waiting.remove(&client);
-                } else {
-                    s.order.push_back(client);
-                }
-                s.queued -= 1;
-                return (client, item);
+            if let Some(next) = s.take() {
+                return next;
             }
             s = self.ready.wait(s).unpoisoned();
+        }
+    }
+
+    /// `next`, waiting at most `wait`: `None` when nothing came meanwhile.
+    pub fn next_within(&self, wait: Duration) -> Option<(Client, T)> {
+        let until = Instant::now() + wait;
+        let mut s = self.state.lock().unpoisoned();
+        loop {
+            if let Some(next) = s.take() {
+                return Some(next);
+            }
+            let left = until.checked_duration_since(Instant::now())?;
+            s = self.ready.wait_timeout(s, left).unpoisoned().0;
         }
     }
 
@@ -107,6 +112,21 @@ impl<T> FairQueue<T> {
 }
 
 impl<T> Queues<T> {
+    /// The waiting item of the client holding the fewest places (in turn among equals).
+    fn take(&mut self) -> Option<(Client, T)> {
+        let least = (0..self.order.len()).min_by_key(|&i| self.held.get(&self.order[i]).copied());
+        let client = least.and_then(|i| self.order.remove(i))?;
+        let queue = self.waiting.get_mut(&client).expect("ordered clients wait");
+        let item = queue.pop_front().expect("no empty queues are kept");
+        if queue.is_empty() {
+            self.waiting.remove(&client);
+        } else {
+            self.order.push_back(client);
+        }
+        self.queued -= 1;
+        Some((client, item))
+    }
+
     fn push(&mut self, client: Client, item: T) {
         let queue = self.waiting.entry(client).or_default();
         if queue.is_empty() {

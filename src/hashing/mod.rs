@@ -13,9 +13,15 @@
 //! (`fair`) asks it. So a flood from one address delays another client's hash by about
 //! the hashes already running, and nothing is refused while there is room.
 //!
-//! Each hash thread allocates its 19 MiB of argon2 blocks once and reuses them: letting the
-//! library allocate per hash left glibc holding several freed 19 MiB chunks per arena (we measured
-//! 200 MB resident after 20 logins), so hash memory is now exactly threads × 19 MiB.
+//! Each hash thread allocates its 19 MiB of argon2 blocks at its first hash and reuses them
+//! while hashes keep coming: letting the library allocate per hash left glibc holding several
+//! freed 19 MiB chunks per arena (we measured 200 MB resident after 20 logins), so hash memory
+//! is at most threads × 19 MiB. A thread that had no hash for `keep`
+//! (`CONSOLED_HASH_MEMORY_KEEP_SECONDS`, default 60) gives its 19 MiB back: malloc maps a block
+//! that large apart and unmaps it when freed (`os::process::malloc_room_ahead` keeps its mmap
+//! threshold at 128 KiB), so a server that is not hashing holds none of it (it was 38 of an idle
+//! server's 47.5 MiB, with two threads), and the first hash after a quiet spell faults its
+//! memory in again (BENCHMARKS.md, "Idle memory"; `tests/idle_memory.rs`).
 //!
 //! A password is hashed and compared in its normalised form (`normalise`: Unicode NFC), so that
 //! one typed on another keyboard (precomposed or decomposed accents) still matches. Hashes made
@@ -23,20 +29,22 @@
 //! (`Verdict::RightAsTyped`), in the same job and for every account alike.
 pub mod fair;
 mod form;
+mod memory;
 
 pub use form::{normalise, Verdict};
+pub use memory::hash_blocking;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread;
+use std::time::Duration;
 
-use argon2::password_hash::phc::{Output, ParamsString, PasswordHash, Salt};
-use argon2::{Algorithm, Argon2, Block, Params, Version};
 use crossbeam_channel::{bounded, Sender};
 
 use crate::error::ApiError;
 use crate::http::client::Client;
 use fair::{FairQueue, Pushed};
+use memory::Memory;
 
 enum Work {
     Hash(String),
@@ -72,7 +80,9 @@ pub struct Hasher {
 }
 
 impl Hasher {
-    pub fn start(threads: usize, queue: usize) -> Hasher {
+    /// `threads` hash threads, `queue` places to wait; each thread keeps its argon2 memory for
+    /// `keep` after its last hash.
+    pub fn start(threads: usize, queue: usize, keep: Duration) -> Hasher {
         let shared = Arc::new(HashQueue {
             queue: FairQueue::new(threads, queue),
             refused: AtomicU64::new(0),
@@ -86,16 +96,7 @@ impl Hasher {
             let (shared, dummy) = (shared.clone(), dummy.clone());
             thread::Builder::new()
                 .name(format!("hash-{i}"))
-                .spawn(move || {
-                    let mut memory = Memory::new();
-                    loop {
-                        let (client, job) = shared.queue.next();
-                        let done = run(job.work, &dummy, &mut memory);
-                        shared.computed.fetch_add(1, Ordering::Relaxed);
-                        let _ = job.reply.send(Some(done));
-                        shared.queue.finished(client);
-                    }
-                })
+                .spawn(move || hash_thread(&shared, &dummy, keep))
                 .expect("spawn hash thread");
         }
         Hasher { shared }
@@ -179,6 +180,26 @@ fn busy() -> ApiError {
     crate::admission::Refusal::HashQueue.into()
 }
 
+/// A hash thread: the next job, on memory allocated at the first hash and given back after
+/// `keep` without one.
+fn hash_thread(shared: &HashQueue, dummy: &str, keep: Duration) {
+    let mut memory: Option<Memory> = None;
+    loop {
+        let next = match memory {
+            Some(_) => shared.queue.next_within(keep),
+            None => Some(shared.queue.next()),
+        };
+        let Some((client, job)) = next else {
+            memory = None;
+            continue;
+        };
+        let done = run(job.work, dummy, memory.get_or_insert_with(Memory::new));
+        shared.computed.fetch_add(1, Ordering::Relaxed);
+        let _ = job.reply.send(Some(done));
+        shared.queue.finished(client);
+    }
+}
+
 fn run(work: Work, dummy: &str, memory: &mut Memory) -> Done {
     match work {
         Work::Hash(password) => Done::Hashed(memory.hash(&password)),
@@ -197,79 +218,14 @@ fn run(work: Work, dummy: &str, memory: &mut Memory) -> Done {
     }
 }
 
-/// The argon2 working memory of one hash thread, for the service's parameters (argon2id v19,
-/// m=19456 KiB, t=2, p=1: `Params::default()`).
-struct Memory {
-    blocks: Vec<Block>,
-}
-
-impl Memory {
-    fn new() -> Memory {
-        Memory {
-            blocks: vec![Block::default(); Params::default().block_count()],
-        }
-    }
-
-    fn hash(&mut self, password: &str) -> Result<String, String> {
-        let salt = crate::crypto::random_bytes::<16>();
-        let mut out = [0u8; Params::DEFAULT_OUTPUT_LEN];
-        Argon2::default()
-            .hash_password_into_with_memory(password.as_bytes(), &salt, &mut out, &mut self.blocks)
-            .map_err(|e| format!("argon2: {e}"))?;
-        let phc = PasswordHash {
-            algorithm: Algorithm::Argon2id.ident(),
-            version: Some(Version::V0x13.into()),
-            params: ParamsString::try_from(&Params::default()).map_err(|e| e.to_string())?,
-            salt: Some(Salt::new(&salt).map_err(|e| e.to_string())?),
-            hash: Some(Output::new(&out).map_err(|e| e.to_string())?),
-        };
-        Ok(phc.to_string())
-    }
-
-    /// False for a wrong password and for anything that is not an argon2 PHC string.
-    fn verify(&mut self, password: &str, phc: &str) -> bool {
-        let Ok(parsed) = PasswordHash::new(phc) else {
-            return false;
-        };
-        let (Some(salt), Some(expected)) = (&parsed.salt, &parsed.hash) else {
-            return false;
-        };
-        let Ok(algorithm) = Algorithm::try_from(parsed.algorithm.as_str()) else {
-            return false;
-        };
-        let Ok(params) = Params::try_from(&parsed) else {
-            return false;
-        };
-        let version = parsed
-            .version
-            .and_then(|v| Version::try_from(v).ok())
-            .unwrap_or_default();
-        let mut out = vec![0u8; expected.len()];
-        let argon = Argon2::new(algorithm, version, params.clone());
-        let computed = if params.block_count() == self.blocks.len() {
-            argon.hash_password_into_with_memory(
-                password.as_bytes(),
-                salt,
-                &mut out,
-                &mut self.blocks,
-            )
-        } else {
-            // A hash made with other parameters (an older or newer setting): its own memory.
-            argon.hash_password_into(password.as_bytes(), salt, &mut out)
-        };
-        computed.is_ok() && crate::crypto::constant_time_eq(&out, expected.as_bytes())
-    }
-}
-
-/// Hashes on the calling thread with memory of its own; for start-up and the benchmark baseline.
-pub fn hash_blocking(password: &str) -> Result<String, String> {
-    Memory::new().hash(password)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use argon2::password_hash::phc::PasswordHash;
     use argon2::password_hash::PasswordVerifier;
+    use argon2::{Argon2, Params};
+
+    const KEEP: Duration = Duration::from_secs(60);
 
     fn client(ip: &str) -> Client {
         Client::of(Some(ip.parse().unwrap()))
@@ -277,7 +233,7 @@ mod tests {
 
     #[test]
     fn hash_and_verify() {
-        let h = Hasher::start(1, 4);
+        let h = Hasher::start(1, 4, KEEP);
         let c = client("10.0.0.1");
         let stored = h.hash(c, "correct horse battery").unwrap();
         assert!(
@@ -297,13 +253,26 @@ mod tests {
         );
     }
 
+    /// A thread that gave its memory back (no keep time) hashes and verifies on fresh memory.
+    #[test]
+    fn hashes_after_the_memory_was_given_back() {
+        let h = Hasher::start(1, 4, Duration::ZERO);
+        let c = client("10.0.0.2");
+        for _ in 0..2 {
+            let stored = h.hash(c, "correct horse battery").unwrap();
+            let verify = |p: &str| h.verify(c, p, Some(&stored)).unwrap();
+            assert_eq!(verify("correct horse battery"), Verdict::Right);
+            assert_eq!(verify("wrong password!"), Verdict::Wrong);
+        }
+    }
+
     /// A password is hashed normalised and found however it is typed; a hash of an
     /// un-normalised form (made before normalisation) is found as typed only.
     #[test]
     fn passwords_compare_in_their_normalised_form() {
         let (decomposed, composed) = ("cafe\u{301} au lait", "caf\u{e9} au lait");
         assert_eq!(normalise(decomposed), composed);
-        let h = Hasher::start(1, 4);
+        let h = Hasher::start(1, 4, KEEP);
         let c = client("10.0.0.3");
         let stored = h.hash(c, decomposed).unwrap();
         assert_eq!(
@@ -349,7 +318,7 @@ mod tests {
 
     #[test]
     fn full_queue_is_refused_not_queued() {
-        let h = Hasher::start(1, 1);
+        let h = Hasher::start(1, 1, KEEP);
         let handles: Vec<_> = (0..8)
             .map(|_| {
                 let h = h.clone();
@@ -375,7 +344,7 @@ mod tests {
     /// before the first client's backlog.
     #[test]
     fn a_client_below_its_share_takes_a_place_from_a_hog() {
-        let h = Hasher::start(1, 4);
+        let h = Hasher::start(1, 4, KEEP);
         let hog: Vec<_> = (0..12)
             .map(|_| {
                 let h = h.clone();
