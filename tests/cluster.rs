@@ -124,19 +124,28 @@ fn open(entry: std::net::SocketAddr, secret: &str) -> Sse {
     s
 }
 
-#[test]
-fn three_instances_behind_haproxy_spread_streams_survive_a_crash_and_a_rolling_restart() {
+/// `n` instances on ports of their own behind HAProxy, past its first health checks; `None`
+/// (said on stderr) where HAProxy cannot be installed.
+fn behind_haproxy(n: usize) -> Option<(Vec<u16>, Vec<Spawned>, Haproxy)> {
     if let Err(why) = deps() {
         eprintln!("SKIPPED: HAProxy cannot be installed here: {why}");
-        return;
+        return None;
     }
-    let ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
-    let mut instances: Vec<Spawned> = ports
+    let ports: Vec<u16> = (0..n).map(|_| free_port()).collect();
+    let instances = ports
         .iter()
         .map(|p| Spawned::start_on(BIN, *p, &[]))
         .collect();
     let proxy = Haproxy::start(&ports);
     std::thread::sleep(Duration::from_millis(800)); // the first health checks
+    Some((ports, instances, proxy))
+}
+
+#[test]
+fn three_instances_behind_haproxy_spread_streams_survive_a_crash_and_a_rolling_restart() {
+    let Some((ports, mut instances, proxy)) = behind_haproxy(3) else {
+        return;
+    };
     let entry = proxy.addr();
 
     // Streams spread over the instances, and a change reaches every one of them.
@@ -247,17 +256,9 @@ fn three_instances_behind_haproxy_spread_streams_survive_a_crash_and_a_rolling_r
 /// above, once.
 #[test]
 fn requests_through_haproxy_are_all_answered_while_instances_stop() {
-    if let Err(why) = deps() {
-        eprintln!("SKIPPED: HAProxy cannot be installed here: {why}");
+    let Some((ports, mut instances, proxy)) = behind_haproxy(2) else {
         return;
-    }
-    let ports: Vec<u16> = (0..2).map(|_| free_port()).collect();
-    let mut instances: Vec<Spawned> = ports
-        .iter()
-        .map(|p| Spawned::start_on(BIN, *p, &[]))
-        .collect();
-    let proxy = Haproxy::start(&ports);
-    std::thread::sleep(Duration::from_millis(800)); // the first health checks
+    };
     let entry = proxy.addr();
     let stop = Arc::new(AtomicBool::new(false));
     let ok = Arc::new(AtomicUsize::new(0));
