@@ -141,3 +141,41 @@ fn a_quiet_server_gives_back_what_streams_left() {
         std::thread::sleep(Duration::from_millis(100));
     }
 }
+
+/// KiB malloc's arenas grew by while 400 streams are held on a server started with `extra`.
+fn arenas_for_400_streams(extra: &[(&str, &str)]) -> u64 {
+    let mut env = vec![
+        ("CONSOLED_MAX_STREAMS_PER_PRINCIPAL", "1000"),
+        ("CONSOLED_CLIENT_SHARE", "1"),
+    ];
+    env.extend_from_slice(extra);
+    let server = Spawned::start(env!("CARGO_BIN_EXE_consoled"), &env);
+    let mut c = Client::new(server.addr);
+    let (_, state) = c.signup();
+    let (_, secret) = make_token(&mut c, project_of(&state), "read");
+    let auth = format!("Bearer {secret}");
+    let fresh = arenas_kib(&server);
+    let _streams: Vec<_> = (0..400)
+        .map(|_| {
+            let mut s = sse::open(server.addr, &[("Authorization", &auth)]);
+            assert_eq!(s.next(Duration::from_secs(10)), Ev::Ready);
+            s
+        })
+        .collect();
+    arenas_kib(&server) - fresh
+}
+
+/// A held stream's thread keeps none of the blocks its request's handling freed: the server
+/// runs with malloc's per-thread caches off (`os::process::exec_without_thread_caches`), unless
+/// the operator's `GLIBC_TUNABLES` says otherwise; with the caches, as glibc has them by
+/// default, each thread kept its own and the heap held more per stream.
+#[test]
+fn held_streams_keep_no_freed_blocks_of_their_own() {
+    let without = arenas_for_400_streams(&[]);
+    let with = arenas_for_400_streams(&[("GLIBC_TUNABLES", "glibc.malloc.tcache_count=7")]);
+    eprintln!("arenas for 400 held streams: {without} KiB without thread caches, {with} KiB with");
+    assert!(
+        without * 10 < with * 9,
+        "{without} KiB without thread caches, {with} KiB with: not less"
+    );
+}

@@ -1,6 +1,7 @@
-//! Settings of the whole process, made once at start: the allocator's room ahead (first thing in
-//! `main`), the sizes of the descriptor table and of the futex hash (when the server starts); and
-//! the allocator's free memory given back when the server is quiet (`malloc_give_back`).
+//! Settings of the whole process, made once at start: the allocator's thread caches turned off
+//! and its room ahead (first things in `main`), the sizes of the descriptor table and of the
+//! futex hash (when the server starts); and the allocator's free memory given back when the
+//! server is quiet (`malloc_give_back`).
 
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
@@ -20,6 +21,49 @@ const HEAP_AHEAD: libc::c_int = 4 << 20;
 pub fn malloc_room_ahead() {
     // SAFETY: mallopt takes two integers and changes only malloc's own parameters.
     unsafe { libc::mallopt(libc::M_TOP_PAD, HEAP_AHEAD) };
+}
+
+/// glibc's tunable for how many freed blocks of each size a thread keeps for itself (its
+/// "tcache", 7 by default), and the value the server runs with.
+const THREAD_CACHE: &str = "glibc.malloc.tcache_count";
+const NO_THREAD_CACHE: &str = "glibc.malloc.tcache_count=0";
+
+/// The `GLIBC_TUNABLES` value that turns thread caches off, made from the one the process was
+/// given; `None` when that one already says how many blocks a thread keeps (the operator's
+/// choice, or this process after `exec_without_thread_caches`), which is then left alone.
+pub fn tunables_without_thread_caches(given: Option<&str>) -> Option<String> {
+    match given {
+        Some(v) if v.split(':').any(|t| t.starts_with(THREAD_CACHE)) => None,
+        Some(v) if !v.is_empty() => Some(format!("{v}:{NO_THREAD_CACHE}")),
+        _ => Some(NO_THREAD_CACHE.to_owned()),
+    }
+}
+
+/// Runs this program again, in place (same process, arguments and environment), with glibc's
+/// per-thread caches of freed blocks turned off, unless `GLIBC_TUNABLES` already sets them;
+/// returns `Ok` if it does, the error if the `exec` failed (for a warning: the server then runs
+/// with the caches).
+///
+/// Why: every connection thread keeps up to 7 freed blocks of each small size its request's
+/// handling freed, and a stream's thread lives on for hours without allocating again, so those
+/// blocks stay resident and unused: about 3 KiB per held stream (5,000 held: 30 instead of 46 MiB
+/// of malloc's memory; BENCHMARKS.md). Without the caches a freed block goes back to its arena,
+/// where any thread reuses it; CPU per storm opening and per delivery measured the same within
+/// the noise. glibc reads its tunables only when a program starts, hence the `exec`; call it
+/// first, before any thread runs.
+pub fn exec_without_thread_caches() -> io::Result<()> {
+    use std::os::unix::process::CommandExt;
+    let given = std::env::var("GLIBC_TUNABLES").ok();
+    let Some(tunables) = tunables_without_thread_caches(given.as_deref()) else {
+        return Ok(());
+    };
+    let mut args = std::env::args_os();
+    let name = args.next().unwrap_or_default();
+    // This very file; where /proc is not mounted (a bare chroot), the name it was started by.
+    let exe = std::path::Path::new("/proc/self/exe");
+    let mut again = std::process::Command::new(if exe.exists() { exe.as_os_str() } else { &name });
+    again.arg0(&name);
+    Err(again.args(args).env("GLIBC_TUNABLES", tunables).exec())
 }
 
 /// Gives back to the system the memory malloc holds free: what is free at the top of each heap
@@ -113,6 +157,33 @@ mod tests {
         let left = std::path::Path::new("/proc/self/fd").join((want - 1).to_string());
         assert!(!left.exists(), "the reservation left its descriptor open");
         assert!(reserve_descriptors(listener.as_fd(), limit as usize + 1).is_err());
+    }
+
+    /// The thread caches are turned off beside whatever else the operator tuned, and a value
+    /// that already says how many blocks a thread keeps is left as it is (no second `exec`).
+    #[test]
+    fn thread_caches_are_turned_off_unless_the_operator_chose() {
+        let off = "glibc.malloc.tcache_count=0";
+        assert_eq!(tunables_without_thread_caches(None).as_deref(), Some(off));
+        assert_eq!(
+            tunables_without_thread_caches(Some("")).as_deref(),
+            Some(off)
+        );
+        assert_eq!(
+            tunables_without_thread_caches(Some("glibc.malloc.arena_max=2")).as_deref(),
+            Some("glibc.malloc.arena_max=2:glibc.malloc.tcache_count=0")
+        );
+        for chosen in [
+            off,
+            "glibc.malloc.tcache_count=7",
+            "a=1:glibc.malloc.tcache_count=3",
+        ] {
+            assert_eq!(
+                tunables_without_thread_caches(Some(chosen)),
+                None,
+                "{chosen}"
+            );
+        }
     }
 
     /// The hash gets a slot per four threads asked for, and keeps it while threads come and go
