@@ -11,6 +11,9 @@ use common::*;
 const IDLE: f64 = 1800.0;
 const TOUCH_AFTER: f64 = 60.0;
 
+/// One item of a group: a token's hash or a session's.
+type Item = (Option<Vec<u8>>, Option<Vec<u8>>);
+
 struct Fixture<'a> {
     tx: postgres::Transaction<'a>,
     project: i64,
@@ -140,7 +143,7 @@ fn a_group_answers_every_kind_of_credential() {
 
     let t = |h: &Vec<u8>| (Some(h.clone()), None);
     let s = |h: &Vec<u8>| (None, Some(h.clone()));
-    let items: Vec<(Option<Vec<u8>>, Option<Vec<u8>>)> = vec![
+    let items: Vec<Item> = vec![
         t(&live),
         t(&recent),
         t(&ending),
