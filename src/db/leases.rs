@@ -127,7 +127,7 @@ fn outcome(row: &postgres::Row) -> Opened {
 }
 
 /// Authenticates each credential and takes a lease for it, in one statement
-/// (`consoled_open_streams`, migrations 0007, 0008 and 0010; `events::openings` gathers them): one outcome per
+/// (`consoled_open_streams`, migrations 0007, 0008, 0010 and 0016; `events::openings` gathers them): one outcome per
 /// credential, in their order. The credentials of one holder are admitted in order
 /// while the holder stays under `limit`. A suspended or closed organization is seen by nobody
 /// (docs/API.md): a session's organizations are its active ones, and a token's organization

@@ -76,6 +76,11 @@ pub const MIGRATIONS: &[(i32, &str, &str)] = &[
         "0015_event_ids.sql",
         include_str!("../../migrations/0015_event_ids.sql"),
     ),
+    (
+        16,
+        "0016_open_streams_lean.sql",
+        include_str!("../../migrations/0016_open_streams_lean.sql"),
+    ),
 ];
 
 /// An arbitrary constant naming our lock in `pg_advisory_lock`.
