@@ -31,6 +31,9 @@ const SPARE: usize = crate::capacity::SPARE_THREADS;
 /// Threads that may wait at most (a thread whose connection ended waits while fewer wait).
 const MAX_IDLE: usize = crate::capacity::MAX_IDLE_THREADS;
 
+/// Room for queued jobs kept once the queue is empty again (a storm queues thousands).
+const QUEUE_KEPT: usize = 64;
+
 /// How often a waiting thread and the spawner look whether the accept loop has ended.
 const TICK: Duration = Duration::from_secs(1);
 
@@ -179,6 +182,10 @@ impl Inner {
         loop {
             if let Some(job) = s.jobs.pop_front() {
                 s.idle -= 1;
+                if s.jobs.is_empty() && s.jobs.capacity() > QUEUE_KEPT {
+                    // A storm's queue is not kept for the rest of the process's life.
+                    s.jobs.shrink_to(QUEUE_KEPT);
+                }
                 // Fewer wait than `SPARE` beyond the jobs queued: the spawner makes another.
                 let wake_spawner = s.spawner_asleep && s.short();
                 drop(s);
