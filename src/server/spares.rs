@@ -17,6 +17,7 @@
 //! ends, so that no connection inherits another's priority.
 
 use std::collections::VecDeque;
+use std::ffi::CStr;
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -175,9 +176,8 @@ impl Inner {
 
     /// The next job for a thread counted in `idle`, once one is queued; `None` when the accept
     /// loop has ended and none is left (the thread is no longer counted then). A thread about to
-    /// sleep is named `conn-spare` first, unless it is already (`spare`): named only when its
-    /// name changes, a new thread that finds a job at once (a storm) is named once.
-    fn take(&self, spare: &mut bool) -> Option<Job> {
+    /// sleep is named `conn-spare` first (`name`: its name now).
+    fn take(&self, name: &mut Name) -> Option<Job> {
         let mut s = self.lock();
         loop {
             if let Some(job) = s.jobs.pop_front() {
@@ -198,10 +198,9 @@ impl Inner {
                 s.idle -= 1;
                 return None;
             }
-            if !*spare {
+            if name.0 != SPARE_NAME {
                 drop(s);
-                thread::name(c"conn-spare");
-                *spare = true;
+                name.set(SPARE_NAME);
                 s = self.lock();
                 continue;
             }
@@ -216,10 +215,9 @@ impl Inner {
     /// waiting while fewer than `MAX_IDLE` wait.
     fn serve(&self) {
         // Made by the spawner, a thread starts with its name.
-        let mut spare = false;
-        while let Some(work) = self.take(&mut spare) {
-            thread::name(c"conn");
-            spare = false;
+        let mut name = Name(c"conn-spawner");
+        while let Some(work) = self.take(&mut name) {
+            name.set(SERVING_NAME);
             work();
             if !thread::unchanged() {
                 return;
@@ -229,6 +227,25 @@ impl Inner {
                 return;
             }
             s.idle += 1;
+        }
+    }
+}
+
+/// What `ps -L` shows of a connection thread: `conn-spare` while it waits, `conn` while it
+/// serves.
+const SPARE_NAME: &CStr = c"conn-spare";
+const SERVING_NAME: &CStr = c"conn";
+
+/// A connection thread's name, changed only when it differs (each change is a system call): a
+/// new thread that finds a job at once (a storm) is named once, and one that takes the next job
+/// without waiting keeps its name.
+struct Name(&'static CStr);
+
+impl Name {
+    fn set(&mut self, name: &'static CStr) {
+        if self.0 != name {
+            thread::name(name);
+            self.0 = name;
         }
     }
 }
