@@ -16,14 +16,15 @@
 //! its connection gave it a role (`os::thread::ThreadRole`: how the kernel schedules it): such a thread
 //! ends, so that no connection inherits another's priority.
 
+use std::collections::VecDeque;
+use std::ffi::CStr;
 use std::io;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread as std_thread;
 use std::time::Duration;
 
-use crossbeam_channel::{bounded, unbounded, Receiver, RecvTimeoutError, Sender};
-
+use crate::locks::Unpoisoned;
 use crate::os::thread::{self, Job};
 
 /// Threads the spawner keeps waiting for a connection.
@@ -31,119 +32,220 @@ const SPARE: usize = crate::capacity::SPARE_THREADS;
 /// Threads that may wait at most (a thread whose connection ended waits while fewer wait).
 const MAX_IDLE: usize = crate::capacity::MAX_IDLE_THREADS;
 
+/// Room for queued jobs kept once the queue is empty again (a storm queues thousands).
+const QUEUE_KEPT: usize = 64;
+
 /// How often a waiting thread and the spawner look whether the accept loop has ended.
 const TICK: Duration = Duration::from_secs(1);
 
 /// The queue of connections waiting for a thread, and the spawner's bell.
+///
+/// A mutex and two condition variables, not a channel: a channel's receive spins and calls
+/// `sched_yield` before it sleeps, and its senders and receivers spin on one another's half-done
+/// steps. During a storm thousands of runnable threads share two CPUs, so each yield was a
+/// context switch and a preempted sender kept every receiver yielding (BENCHMARKS.md, fifth
+/// sitting). Here a thread with nothing to take sleeps at once, and one is woken per job.
 pub struct Spares {
-    jobs: Sender<Job>,
     inner: Arc<Inner>,
 }
 
 struct Inner {
-    waiting: Receiver<Job>,
-    /// Threads waiting for work, or made and about to wait.
-    idle: AtomicUsize,
-    /// Rings the spawner: work waits, or a waiting thread took some.
-    bell: Sender<()>,
+    state: Mutex<State>,
+    /// Spare threads sleep on it for work.
+    work: Condvar,
+    /// The spawner sleeps on it.
+    bell: Condvar,
     /// The accept loop, the only source of work, has ended (it still queues the connections it
     /// took while the server stopped).
     accept_ended: Arc<AtomicBool>,
     stack: usize,
 }
 
+struct State {
+    jobs: VecDeque<Job>,
+    /// Threads waiting for work, or made and about to wait.
+    idle: usize,
+    /// Threads asleep on `work`, and of them those already woken (one per job queued): so that
+    /// a job wakes a sleeper only if none is already on its way.
+    asleep: usize,
+    woken: usize,
+    /// The spawner is asleep on `bell` (waking it is a system call, so only then).
+    spawner_asleep: bool,
+}
+
+impl State {
+    /// The spawner has threads to make: fewer wait than the jobs queued and `SPARE` more.
+    fn short(&self) -> bool {
+        self.idle < self.jobs.len() + SPARE
+    }
+}
+
 impl Spares {
     /// Starts the spawner, which makes `SPARE` threads at once; threads of `stack` bytes.
     pub fn start(accept_ended: Arc<AtomicBool>, stack: usize) -> io::Result<Spares> {
-        let (jobs, waiting) = unbounded();
-        let (bell, rings) = bounded(1);
         let inner = Arc::new(Inner {
-            waiting,
-            idle: AtomicUsize::new(0),
-            bell,
+            state: Mutex::new(State {
+                jobs: VecDeque::new(),
+                idle: 0,
+                asleep: 0,
+                woken: 0,
+                spawner_asleep: false,
+            }),
+            work: Condvar::new(),
+            bell: Condvar::new(),
             accept_ended,
             stack,
         });
         let spawner = inner.clone();
         std_thread::Builder::new()
             .name("conn-spawner".into())
-            .spawn(move || spawner.spawn_while_needed(&rings))?;
-        Ok(Spares { jobs, inner })
+            .spawn(move || spawner.spawn_while_needed())?;
+        Ok(Spares { inner })
     }
 
     /// Jobs queued that no thread has taken yet.
     pub fn queued(&self) -> usize {
-        self.inner.waiting.len()
+        self.inner.lock().jobs.len()
     }
 
     /// Queues `job` for a thread of its own: a waiting one, else one the spawner makes.
     pub fn run(&self, job: Job) {
-        // Never fails: `inner` holds the receiving side.
-        let _ = self.jobs.send(job);
-        if self.inner.idle.load(Ordering::SeqCst) <= self.inner.waiting.len() {
-            self.inner.ring();
+        let (wake_spare, wake_spawner) = {
+            let mut s = self.inner.lock();
+            s.jobs.push_back(job);
+            let wake_spare = s.asleep > s.woken;
+            if wake_spare {
+                s.woken += 1;
+            }
+            (wake_spare, s.spawner_asleep && s.short())
+        };
+        // After the lock is free, so that the woken thread does not sleep again on it.
+        if wake_spare {
+            self.inner.work.notify_one();
+        }
+        if wake_spawner {
+            self.inner.bell.notify_one();
         }
     }
 }
 
 impl Inner {
-    fn ring(&self) {
-        let _ = self.bell.try_send(());
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unpoisoned()
+    }
+
+    fn ended(&self) -> bool {
+        self.accept_ended.load(Ordering::SeqCst)
     }
 
     /// The spawner: makes a thread for each job no waiting thread will take, and keeps `SPARE`
     /// more waiting, until the accept loop has ended and every job it queued has its thread
     /// (connections taken while the server stopped are served).
-    fn spawn_while_needed(self: &Arc<Self>, rings: &Receiver<()>) {
+    fn spawn_while_needed(self: &Arc<Self>) {
+        let mut s = self.lock();
         loop {
-            while self.idle.load(Ordering::SeqCst) < self.waiting.len() + SPARE {
-                self.idle.fetch_add(1, Ordering::SeqCst);
+            while s.short() {
+                s.idle += 1;
+                drop(s);
                 let inner = self.clone();
                 // Without std's signal stack (`os::thread::spawn`): a storm starts thousands at
                 // once.
                 let made = thread::spawn(self.stack, Box::new(move || inner.serve()));
+                s = self.lock();
                 if let Err(e) = made {
-                    self.idle.fetch_sub(1, Ordering::SeqCst);
+                    s.idle -= 1;
                     log::error!("cannot start a connection thread: {e}");
                     // Connections keep waiting (each within its head deadline, which the guard
                     // enforces); try again shortly instead of spinning.
+                    drop(s);
                     std_thread::sleep(Duration::from_millis(50));
+                    s = self.lock();
                     break;
                 }
             }
-            if self.accept_ended.load(Ordering::SeqCst) && self.waiting.is_empty() {
+            if self.ended() && s.jobs.is_empty() {
                 return;
             }
-            let _ = rings.recv_timeout(TICK);
+            if !s.short() {
+                s.spawner_asleep = true;
+                s = self.bell.wait_timeout(s, TICK).unpoisoned().0;
+                s.spawner_asleep = false;
+            }
+        }
+    }
+
+    /// The next job for a thread counted in `idle`, once one is queued; `None` when the accept
+    /// loop has ended and none is left (the thread is no longer counted then). A thread about to
+    /// sleep is named `conn-spare` first (`name`: its name now).
+    fn take(&self, name: &mut Name) -> Option<Job> {
+        let mut s = self.lock();
+        loop {
+            if let Some(job) = s.jobs.pop_front() {
+                s.idle -= 1;
+                if s.jobs.is_empty() && s.jobs.capacity() > QUEUE_KEPT {
+                    // A storm's queue is not kept for the rest of the process's life.
+                    s.jobs.shrink_to(QUEUE_KEPT);
+                }
+                // Fewer wait than `SPARE` beyond the jobs queued: the spawner makes another.
+                let wake_spawner = s.spawner_asleep && s.short();
+                drop(s);
+                if wake_spawner {
+                    self.bell.notify_one();
+                }
+                return Some(job);
+            }
+            if self.ended() {
+                s.idle -= 1;
+                return None;
+            }
+            if name.0 != SPARE_NAME {
+                drop(s);
+                name.set(SPARE_NAME);
+                s = self.lock();
+                continue;
+            }
+            s.asleep += 1;
+            s = self.work.wait_timeout(s, TICK).unpoisoned().0;
+            s.asleep -= 1;
+            s.woken = s.woken.saturating_sub(1);
         }
     }
 
     /// A connection thread's life: waiting (counted in `idle`), then a connection, and back to
     /// waiting while fewer than `MAX_IDLE` wait.
     fn serve(&self) {
-        thread::name(c"conn-spare");
-        loop {
-            match self.waiting.recv_timeout(TICK) {
-                Ok(work) => {
-                    self.idle.fetch_sub(1, Ordering::SeqCst);
-                    self.ring();
-                    thread::name(c"conn");
-                    work();
-                    if !thread::unchanged() {
-                        return;
-                    }
-                    thread::name(c"conn-spare");
-                    if self.idle.fetch_add(1, Ordering::SeqCst) >= MAX_IDLE {
-                        self.idle.fetch_sub(1, Ordering::SeqCst);
-                        return;
-                    }
-                }
-                Err(RecvTimeoutError::Timeout) if !self.accept_ended.load(Ordering::SeqCst) => {}
-                Err(_) => {
-                    self.idle.fetch_sub(1, Ordering::SeqCst);
-                    return;
-                }
+        // Made by the spawner, a thread starts with its name.
+        let mut name = Name(c"conn-spawner");
+        while let Some(work) = self.take(&mut name) {
+            name.set(SERVING_NAME);
+            work();
+            if !thread::unchanged() {
+                return;
             }
+            let mut s = self.lock();
+            if s.idle >= MAX_IDLE {
+                return;
+            }
+            s.idle += 1;
+        }
+    }
+}
+
+/// What `ps -L` shows of a connection thread: `conn-spare` while it waits, `conn` while it
+/// serves.
+const SPARE_NAME: &CStr = c"conn-spare";
+const SERVING_NAME: &CStr = c"conn";
+
+/// A connection thread's name, changed only when it differs (each change is a system call): a
+/// new thread that finds a job at once (a storm) is named once, and one that takes the next job
+/// without waiting keeps its name.
+struct Name(&'static CStr);
+
+impl Name {
+    fn set(&mut self, name: &'static CStr) {
+        if self.0 != name {
+            thread::name(name);
+            self.0 = name;
         }
     }
 }
@@ -201,5 +303,34 @@ mod tests {
             seen.len()
         );
         ended.store(true, Ordering::SeqCst);
+    }
+
+    /// Once the accept loop has ended, the spawner and every thread, waiting or done with its
+    /// connection, end (each lets go of what they share).
+    #[test]
+    fn every_thread_ends_once_the_accept_loop_has_ended() {
+        let ended = Arc::new(AtomicBool::new(false));
+        let spares = Spares::start(ended.clone(), 128 * 1024).unwrap();
+        let jobs: Vec<_> = (0..100)
+            .map(|_| {
+                let (tx, rx) = crate::oneshot::pair();
+                spares.run(Box::new(move || tx.send(())));
+                rx
+            })
+            .collect();
+        for rx in jobs {
+            rx.recv().expect("the job ran");
+        }
+        ended.store(true, Ordering::SeqCst);
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while Arc::strong_count(&spares.inner) > 1 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{} threads left",
+                Arc::strong_count(&spares.inner) - 1
+            );
+            std_thread::sleep(Duration::from_millis(20));
+        }
+        assert_eq!(spares.inner.lock().idle, 0);
     }
 }
