@@ -64,17 +64,6 @@ impl ClientSocket {
         SockRef::from(self)
     }
 
-    /// Bounds every later read of the socket (tiny_http's too).
-    pub fn set_read_timeout(&self, d: Duration) -> io::Result<()> {
-        self.sock().set_read_timeout(Some(d))
-    }
-
-    /// Turns Nagle's algorithm off: each answer and event leaves at once instead of waiting for
-    /// the client's (possibly delayed) acknowledgement of the previous one.
-    pub fn set_nodelay(&self) -> io::Result<()> {
-        self.sock().set_nodelay(true)
-    }
-
     /// Aborts the connection when sent data stays unacknowledged this long (a client that
     /// vanished: no ACKs), instead of after the kernel's default of about 15 minutes.
     pub fn set_user_timeout(&self, d: Duration) -> io::Result<()> {
@@ -160,6 +149,16 @@ impl ClientSocket {
         Err(io::Error::other(
             "bytes kept arriving while they were counted",
         ))
+    }
+
+    /// Whether more than `bytes` were taken off the socket (`consumed() > bytes`). When the
+    /// kernel has received no more than `bytes` (a request alone on its connection, as a stream's
+    /// usually is) nothing can have been taken past them: one call instead of `consumed`'s three.
+    pub fn consumed_past(&self, bytes: u64) -> io::Result<bool> {
+        if self.received()? <= bytes {
+            return Ok(false);
+        }
+        Ok(self.consumed()? > bytes)
     }
 
     /// Bytes the kernel has received on the socket so far.

@@ -144,3 +144,30 @@ fn a_connection_the_kernel_timed_out_reads_as_timed_out() {
     assert_eq!(seen, Peer::TimedOut);
     drop(client);
 }
+
+/// `consumed_past` answers as `consumed() > n` does, with the kernel's count alone when it has
+/// received no more than `n` (what a stream's request on its own leaves).
+#[test]
+fn consumed_past_agrees_with_consumed() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let mut client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+    let (mut server, _) = listener.accept().unwrap();
+    let fd = client_socket(&server);
+    client.write_all(b"hello world").unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(2);
+    while fd.queued().unwrap() != 11 && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let mut buf = [0u8; 5];
+    server.read_exact(&mut buf).unwrap();
+    for n in [0, 4, 5, 6, 11, 12] {
+        assert_eq!(
+            fd.consumed_past(n).unwrap(),
+            fd.consumed().unwrap() > n,
+            "{n}"
+        );
+    }
+    assert!(fd.consumed_past(4).unwrap());
+    assert!(!fd.consumed_past(5).unwrap());
+    assert!(!fd.consumed_past(11).unwrap());
+}

@@ -189,26 +189,26 @@ impl AcceptLoop<'_> {
             Ok(None) => return,
             Err(e) => return accept_failed(&e),
         };
-        let Some(socket) = self.socket_of(tiny) else {
+        let Some((socket, peer)) = self.socket_of(tiny) else {
             return;
         };
-        let peer = socket.peer_addr().ok();
         let Some(share) = self.share_of(peer, socket) else {
             return;
         };
-        let _ = socket.set_nodelay();
+        // TCP_NODELAY and the read time-out came with the socket, from its listener
+        // (`listeners`): no call here.
         let admitted = (place, share);
         let connection = Connection::new(parser, socket, peer, admitted, Arc::clone(self.state));
         // Its thread is a waiting one, or one the spawner makes (`spares`): this loop makes none.
         self.state.spares.run(connection.into_job());
     }
 
-    /// The socket tiny_http's accept just returned on this thread: the connection's write half,
-    /// which it keeps open as long as the connection lives. A connection whose socket we do not
-    /// know (never seen: see `os::accept::check_linked`) is closed, and counted.
-    fn socket_of(&self, tiny: &tiny_http::Listener) -> Option<ClientSocket> {
-        let read_timeout = self.state.app.config.read_timeout;
-        let socket = os::accept::take(tiny).filter(|s| s.set_read_timeout(read_timeout).is_ok());
+    /// The socket tiny_http's accept just returned on this thread (the connection's write half,
+    /// which it keeps open as long as the connection lives) and its peer, as the accept gave it.
+    /// A connection whose socket we do not know (never seen: see `os::accept::check_linked`) is
+    /// closed, and counted.
+    fn socket_of(&self, tiny: &tiny_http::Listener) -> Option<(ClientSocket, Option<SocketAddr>)> {
+        let socket = os::accept::take(tiny);
         if socket.is_none() {
             log::warn!("closed an accepted connection whose socket is not known");
             let metrics = &self.state.app.metrics;

@@ -229,7 +229,7 @@ impl ReadAhead {
     /// returned: a request sent right behind it (in the same packet), now in its buffer.
     pub fn read_past_end(&self, socket: ClientSocket) -> bool {
         self.end
-            .is_some_and(|end| socket.consumed().is_ok_and(|taken| taken > end))
+            .is_some_and(|end| socket.consumed_past(end).unwrap_or(false))
     }
 
     fn lose(&mut self) {

@@ -47,6 +47,8 @@ struct Held {
 pub struct Connection<P> {
     parser: P,
     socket: ClientSocket,
+    /// The socket's peer, as its accept gave it.
+    peer: Option<SocketAddr>,
     ahead: ReadAhead,
     held: Held,
     state: Arc<ServerState>,
@@ -94,6 +96,7 @@ where
         Connection {
             parser,
             socket,
+            peer,
             ahead: ReadAhead::new(state.app.config.read_timeout),
             held,
             state,
@@ -199,11 +202,10 @@ where
         Some(parsed)
     }
 
-    /// Whether the socket is the one `parsed` came on: its peer is the request's.
+    /// Whether the socket is the one `parsed` came on: its peer (the address its accept gave,
+    /// which is the socket's `getpeername`) is the request's.
     fn same_client(&self, parsed: &tiny_http::Request) -> bool {
-        parsed
-            .remote_addr()
-            .is_some_and(|a| self.socket.peer_addr().is_ok_and(|p| p == *a))
+        parsed.remote_addr().is_some_and(|a| self.peer == Some(*a))
     }
 
     /// Step 2: what the head alone refuses, then the route's screen. Either answers the
@@ -369,8 +371,7 @@ where
         const DRAIN_BYTES: usize = 64 * 1024;
         exit::log_error("unread", e);
         let metrics = &self.state.app.metrics;
-        let peer = self.socket.peer_addr().ok();
-        exit::refuse_raw(metrics, self.socket.as_fd(), peer, "unread", e);
+        exit::refuse_raw(metrics, self.socket.as_fd(), self.peer, "unread", e);
         self.socket.shutdown(Shutdown::Write);
         self.guard().arm(Phase::Drain);
         let mut buf = vec![0u8; 4096];

@@ -19,7 +19,7 @@ use std::io;
 use std::net::{SocketAddr, TcpListener};
 use std::time::Duration;
 
-use socket2::{Domain, Socket, Type};
+use socket2::{Domain, SockRef, Socket, Type};
 
 /// The queue asked for each socket; the kernel caps it at `net.core.somaxconn`.
 const BACKLOG: i32 = 4096;
@@ -34,12 +34,21 @@ fn socket_for(addr: SocketAddr, read_timeout: Duration) -> io::Result<Socket> {
         // `[::]` serves IPv4 too, whatever the system's `bindv6only` default.
         socket.set_only_v6(false)?;
     }
-    // Inherited by accepted sockets on Linux. Write: a client that stops reading cannot hold a
-    // writer longer than this. Read: set again on each accepted socket (`accept`), so that a
-    // listener bound elsewhere serves with the configured time-out too.
     socket.set_write_timeout(Some(Duration::from_secs(10)))?;
-    socket.set_read_timeout(Some(read_timeout))?;
+    inherited(&SockRef::from(&socket), read_timeout)?;
     Ok(socket)
+}
+
+/// The options every accepted socket takes from its listener (Linux copies them into each new
+/// connection; `tests::accepted_sockets_inherit_the_options`), so that the accept loop sets
+/// none per connection: the read time-out (every read of tiny_http ends after it), and
+/// TCP_NODELAY (each answer and event leaves at once instead of waiting for the client's
+/// possibly delayed acknowledgement of the previous one). Set again on the listener the server
+/// is started with (`group`), which may have been bound elsewhere. (The write time-out of ten
+/// seconds is `socket_for`'s: a client that stops reading cannot hold a writer longer.)
+fn inherited(socket: &SockRef<'_>, read_timeout: Duration) -> io::Result<()> {
+    socket.set_read_timeout(Some(read_timeout))?;
+    socket.set_nodelay(true)
 }
 
 /// The listening socket, with the options its accepted sockets inherit (Linux copies the
@@ -64,12 +73,18 @@ pub fn count_for(connections: usize) -> usize {
     connections.div_ceil(queue).clamp(1, MAX)
 }
 
-/// `first` and `count - 1` more sockets on its address. A socket that cannot be added is logged
-/// and left out: the server still serves, with smaller queues.
-pub fn group(first: TcpListener, count: usize, read_timeout: Duration) -> Vec<TcpListener> {
+/// `first` and `count - 1` more sockets on its address, each with the options its connections
+/// inherit (`inherited`: a listener whose options cannot be set is refused). A socket that
+/// cannot be added is logged and left out: the server still serves, with smaller queues.
+pub fn group(
+    first: TcpListener,
+    count: usize,
+    read_timeout: Duration,
+) -> io::Result<Vec<TcpListener>> {
+    inherited(&SockRef::from(&first), read_timeout)?;
     let addr = match first.local_addr() {
         Ok(addr) => addr,
-        Err(_) => return vec![first],
+        Err(_) => return Ok(vec![first]),
     };
     let mut all = vec![first];
     while all.len() < count {
@@ -90,5 +105,29 @@ pub fn group(first: TcpListener, count: usize, read_timeout: Duration) -> Vec<Tc
             }
         }
     }
-    all
+    Ok(all)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::TcpStream;
+
+    /// What lets the accept loop set nothing per connection: on this kernel an accepted socket
+    /// has its listener's read time-out and TCP_NODELAY, for a listener of `bind` and for one
+    /// bound elsewhere and given to `group`.
+    #[test]
+    fn accepted_sockets_inherit_the_options() {
+        let timeout = Duration::from_millis(1500);
+        let bound = bind("127.0.0.1:0".parse().unwrap(), timeout).unwrap();
+        let elsewhere = TcpListener::bind("127.0.0.1:0").unwrap();
+        // One socket each: with several, the kernel chooses which one a connection goes to.
+        for first in [bound, elsewhere] {
+            let listener = group(first, 1, timeout).unwrap().remove(0);
+            let _client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+            let (accepted, _) = listener.accept().unwrap();
+            assert_eq!(accepted.read_timeout().unwrap(), Some(timeout));
+            assert!(accepted.nodelay().unwrap());
+        }
+    }
 }

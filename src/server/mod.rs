@@ -87,7 +87,7 @@ impl Server {
         }
         // Queues in the kernel for every connection this process can hold (`listeners`).
         let count = listeners::count_for(capacity.max_connections);
-        let listeners = listeners::group(listener, count, app.config.read_timeout);
+        let listeners = listeners::group(listener, count, app.config.read_timeout)?;
         // Without our `accept4` the accept loop could not know a connection's socket.
         os::accept::check_linked()?;
         let guard = Guard::new(Deadlines {

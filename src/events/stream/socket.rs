@@ -88,7 +88,7 @@ pub fn run(
     why
 }
 
-/// A stream socket's options (TCP_NODELAY was set on every connection at its accept).
+/// A stream socket's options (TCP_NODELAY came with every connection from its listener).
 fn prepare(socket: ClientSocket, timing: Timing) {
     let _ = socket.set_send_buffer(SEND_BUFFER);
     // A client that stops reading or vanishes leaves our bytes unacknowledged: the kernel gives
