@@ -105,26 +105,7 @@ fn hash_memory_is_given_back_after_the_keep_time() {
 /// the streams added, given back, tells the two apart.
 #[test]
 fn a_quiet_server_gives_back_what_streams_left() {
-    let server = Spawned::start(
-        env!("CARGO_BIN_EXE_consoled"),
-        &[
-            ("CONSOLED_MEMORY_TRIM_SECONDS", "1"),
-            ("CONSOLED_MAX_STREAMS_PER_PRINCIPAL", "1000"),
-            ("CONSOLED_CLIENT_SHARE", "1"),
-        ],
-    );
-    let mut c = Client::new(server.addr);
-    let (_, state) = c.signup();
-    let (_, secret) = make_token(&mut c, project_of(&state), "read");
-    let auth = format!("Bearer {secret}");
-    let fresh = arenas_kib(&server);
-    let streams: Vec<_> = (0..400)
-        .map(|_| {
-            let mut s = sse::open(server.addr, &[("Authorization", &auth)]);
-            assert_eq!(s.next(Duration::from_secs(10)), Ev::Ready);
-            s
-        })
-        .collect();
+    let (server, fresh, streams) = holding_400_streams(&[("CONSOLED_MEMORY_TRIM_SECONDS", "1")]);
     let held = arenas_kib(&server);
     assert!(
         held > fresh + 2048,
@@ -142,8 +123,9 @@ fn a_quiet_server_gives_back_what_streams_left() {
     }
 }
 
-/// KiB malloc's arenas grew by while 400 streams are held on a server started with `extra`.
-fn arenas_for_400_streams(extra: &[(&str, &str)]) -> u64 {
+/// A server started with `extra` (beside room for 400 streams of one token), its arenas' KiB
+/// before any stream, and 400 streams open on it.
+fn holding_400_streams(extra: &[(&str, &str)]) -> (Spawned, u64, Vec<sse::Sse>) {
     let mut env = vec![
         ("CONSOLED_MAX_STREAMS_PER_PRINCIPAL", "1000"),
         ("CONSOLED_CLIENT_SHARE", "1"),
@@ -155,13 +137,19 @@ fn arenas_for_400_streams(extra: &[(&str, &str)]) -> u64 {
     let (_, secret) = make_token(&mut c, project_of(&state), "read");
     let auth = format!("Bearer {secret}");
     let fresh = arenas_kib(&server);
-    let _streams: Vec<_> = (0..400)
+    let streams = (0..400)
         .map(|_| {
             let mut s = sse::open(server.addr, &[("Authorization", &auth)]);
             assert_eq!(s.next(Duration::from_secs(10)), Ev::Ready);
             s
         })
         .collect();
+    (server, fresh, streams)
+}
+
+/// KiB malloc's arenas grew by while 400 streams are held on a server started with `extra`.
+fn arenas_for_400_streams(extra: &[(&str, &str)]) -> u64 {
+    let (server, fresh, _streams) = holding_400_streams(extra);
     arenas_kib(&server) - fresh
 }
 
