@@ -19,6 +19,7 @@ fn main() {
         if let Err(e) = consoled::os::process::exec_without_thread_caches() {
             log::warn!("cannot turn malloc's thread caches off ({e}): each held stream keeps about 3 KiB more");
         }
+        consoled::os::process::name_after_program();
     }
     if let Invocation::Help(text) = invocation {
         print!("{text}");

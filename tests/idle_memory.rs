@@ -168,3 +168,24 @@ fn held_streams_keep_no_freed_blocks_of_their_own() {
         "{without} KiB without thread caches, {with} KiB with: not less"
     );
 }
+
+/// The server started again in place without malloc's thread caches is still named after its
+/// program, so that `pgrep consoled`, `pkill`, `top` and `ps` find it as before: a program run
+/// as `/proc/self/exe` is otherwise named `exe` by the kernel.
+#[test]
+fn the_server_started_again_keeps_its_name() {
+    let program = std::path::Path::new(env!("CARGO_BIN_EXE_consoled"));
+    let name = program.file_name().unwrap().to_string_lossy().into_owned();
+    for extra in [
+        &[][..],
+        &[("GLIBC_TUNABLES", "glibc.malloc.tcache_count=0")][..],
+    ] {
+        let server = Spawned::start(env!("CARGO_BIN_EXE_consoled"), extra);
+        let comm = std::fs::read_to_string(format!("/proc/{}/comm", server.pid())).unwrap();
+        assert_eq!(
+            comm.trim_end(),
+            name,
+            "the process's name, started with {extra:?}"
+        );
+    }
+}

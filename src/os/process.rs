@@ -1,5 +1,5 @@
 //! Settings of the whole process, made once at start: the allocator's thread caches turned off
-//! and its room ahead (first things in `main`), the sizes of the descriptor table and of the
+//! (the process keeping its name) and its room ahead (first things in `main`), the sizes of the descriptor table and of the
 //! futex hash (when the server starts); and the allocator's free memory given back when the
 //! server is quiet (`malloc_give_back`).
 
@@ -64,6 +64,23 @@ pub fn exec_without_thread_caches() -> io::Result<()> {
     let mut again = std::process::Command::new(if exe.exists() { exe.as_os_str() } else { &name });
     again.arg0(&name);
     Err(again.args(args).env("GLIBC_TUNABLES", tunables).exec())
+}
+
+/// Names the process after the program it was started as (the file name of its first argument;
+/// the kernel keeps 15 bytes), as `ps`, `top`, `pgrep` and `pkill` show and find it. Run again
+/// through `/proc/self/exe` (`exec_without_thread_caches`), the kernel names it `exe`. Call it
+/// on the main thread: its name is the process's.
+pub fn name_after_program() {
+    use std::os::unix::ffi::OsStrExt;
+    let Some(first) = std::env::args_os().next() else {
+        return;
+    };
+    let Some(file) = std::path::Path::new(&first).file_name() else {
+        return;
+    };
+    if let Ok(name) = std::ffi::CString::new(file.as_bytes()) {
+        super::thread::name(&name);
+    }
 }
 
 /// Gives back to the system the memory malloc holds free: what is free at the top of each heap
