@@ -2,7 +2,7 @@
 # Runs the benchmarks against DATABASE_URL (make bench provides a private cluster) and prints
 # Markdown tables; copy them into BENCHMARKS.md with the machine description printed first.
 #   benches/run.sh            every benchmark
-#   benches/run.sh checks     only those named (login, streams, wake, checks, history)
+#   benches/run.sh checks     only those named (login, streams, wake, birth, checks, history)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 wanted=("$@")
@@ -21,5 +21,6 @@ section() { # section NAME TITLE
 section login "Logins"
 section streams "Event streams"
 section wake "Wake-ups"
+section birth "A thread for each connection"
 section checks "Checks"
 section history "The change history (memory)"

@@ -65,6 +65,7 @@ pub struct Server {
     state: Arc<ServerState>,
 }
 
+pub use accept::CONNECTION_STACK;
 pub use listeners::bind;
 
 impl Server {
