@@ -21,31 +21,17 @@ use std::time::Duration;
 use consoled::os::thread::spawn;
 use consoled::server::CONNECTION_STACK;
 
-const THREADS: usize = 5000;
+#[path = "threads/cpu.rs"]
+mod cpu;
+use cpu::{cpu_seconds, pin_to_cpu0};
 
-fn cpu_seconds() -> f64 {
-    // SAFETY: getrusage fills the struct it is given.
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
-    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
-    tv(ru.ru_utime) + tv(ru.ru_stime)
-}
+const THREADS: usize = 5000;
 
 /// Resident KiB of this process.
 fn resident_kib() -> u64 {
     let statm = std::fs::read_to_string("/proc/self/statm").expect("statm");
     let pages: u64 = statm.split_whitespace().nth(1).unwrap().parse().unwrap();
     pages * 4
-}
-
-/// Pins the calling thread (and the threads it starts later) to CPU 0.
-fn pin_to_cpu0() {
-    // SAFETY: a zeroed cpu_set_t with one bit set, for the calling thread.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(0, &mut set);
-        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
-    }
 }
 
 /// Where every thread waits once it runs, as a held stream's thread waits for its next event,
