@@ -61,7 +61,7 @@ pub fn run(listeners: &[TcpListener], state: &Arc<ServerState>) {
         .collect::<io::Result<Vec<_>>>()
     else {
         log::error!("cannot clone the listening sockets");
-        state.accept_ended.store(true, Ordering::SeqCst);
+        state.accept_has_ended();
         return;
     };
     let mut accepting = AcceptLoop {
@@ -94,7 +94,7 @@ pub fn run(listeners: &[TcpListener], state: &Arc<ServerState>) {
     accepting.take_the_queued(listeners, &tiny, &fds);
     // The listeners close when the caller drops them, right after this: a connect from then on
     // is refused, and a load balancer sends it to another instance.
-    state.accept_ended.store(true, Ordering::SeqCst);
+    state.accept_has_ended();
     log::debug!("accept loop stopped");
 }
 

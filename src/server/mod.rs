@@ -158,11 +158,14 @@ impl Server {
 impl ServerState {
     fn new(app: Arc<App>, guard: Arc<Guard>) -> io::Result<ServerState> {
         let (to_workers, for_workers) = bounded(app.config.workers * 4);
+        let (accept_end_sender, accept_end) = bounded(0);
         let capacity = &app.capacity;
         let accept_ended = Arc::new(AtomicBool::new(false));
         Ok(ServerState {
             to_workers,
             for_workers,
+            accept_end,
+            accept_end_sender: std::sync::Mutex::new(Some(accept_end_sender)),
             connections: Connections::new(capacity.max_connections, capacity.fd_budget),
             connection_shares: Shares::new(capacity.max_connections, app.config.client_share),
             guard,

@@ -35,8 +35,10 @@ const MAX_IDLE: usize = crate::capacity::MAX_IDLE_THREADS;
 /// Room for queued jobs kept once the queue is empty again (a storm queues thousands).
 const QUEUE_KEPT: usize = 64;
 
-/// How often a waiting thread and the spawner look whether the accept loop has ended.
-const TICK: Duration = Duration::from_secs(1);
+/// How long a waiting thread and the spawner sleep before they look again whether the accept
+/// loop has ended. Only a fallback: its end wakes them (`wake_all`), so that a quiet server's
+/// waiting threads sleep (they woke once a second each).
+const TICK: Duration = Duration::from_secs(60);
 
 /// The queue of connections waiting for a thread, and the spawner's bell.
 ///
@@ -106,6 +108,16 @@ impl Spares {
     /// Jobs queued that no thread has taken yet.
     pub fn queued(&self) -> usize {
         self.inner.lock().jobs.len()
+    }
+
+    /// Wakes every waiting thread and the spawner, to see that the accept loop has ended (its
+    /// flag is set first).
+    pub fn wake_all(&self) {
+        // Taken and let go, so that a thread that read the flag before it was set is asleep
+        // already, and woken.
+        drop(self.inner.lock());
+        self.inner.work.notify_all();
+        self.inner.bell.notify_all();
     }
 
     /// Queues `job` for a thread of its own: a waiting one, else one the spawner makes.
@@ -303,6 +315,7 @@ mod tests {
             seen.len()
         );
         ended.store(true, Ordering::SeqCst);
+        spares.wake_all();
     }
 
     /// Once the accept loop has ended, the spawner and every thread, waiting or done with its
@@ -322,6 +335,7 @@ mod tests {
             rx.recv().expect("the job ran");
         }
         ended.store(true, Ordering::SeqCst);
+        spares.wake_all();
         let deadline = std::time::Instant::now() + Duration::from_secs(30);
         while Arc::strong_count(&spares.inner) > 1 {
             assert!(

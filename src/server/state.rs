@@ -3,7 +3,7 @@
 //! of the server: it imports none of the modules that use it, so that none of them imports
 //! another that imports it back.
 
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -16,6 +16,7 @@ use crate::app::App;
 use crate::error::ApiError;
 use crate::events::{StreamPlan, Watcher};
 use crate::http::Request;
+use crate::locks::Unpoisoned;
 
 /// State shared by the accept loop, connection threads and workers.
 pub struct ServerState {
@@ -23,6 +24,10 @@ pub struct ServerState {
     /// Complete requests on their way to a worker, and the workers' end of that queue.
     pub(super) to_workers: Sender<Handoff>,
     pub(super) for_workers: Receiver<Handoff>,
+    /// Closed when the accept loop ends (its only sender is dropped then), which wakes every
+    /// worker at once: a quiet server's workers wait for a request or this, without a timer.
+    pub(super) accept_end: Receiver<()>,
+    pub(super) accept_end_sender: std::sync::Mutex<Option<Sender<()>>>,
     /// Open client connections (each has one thread) and the descriptors they hold.
     pub(super) connections: Arc<Connections>,
     /// Connections held per client.
@@ -35,6 +40,17 @@ pub struct ServerState {
     pub(super) spares: super::spares::Spares,
     /// The accept loop has ended and its listeners are closed: no connection comes any more.
     pub(super) accept_ended: Arc<AtomicBool>,
+}
+
+impl ServerState {
+    /// The accept loop has ended (its listeners close next): no connection comes any more. Says
+    /// so to the workers and to the connection threads waiting for a connection, which wait
+    /// without looking at the clock while the server runs, and end once nothing more can come.
+    pub(super) fn accept_has_ended(&self) {
+        self.accept_ended.store(true, Ordering::SeqCst);
+        self.spares.wake_all();
+        drop(self.accept_end_sender.lock().unpoisoned().take());
+    }
 }
 
 /// A request whose head and body have both arrived, ready to be answered (`answer`).
