@@ -9,6 +9,9 @@ use std::time::{Duration, Instant};
 
 use super::tempdir::TempDir;
 
+/// What the server says when its port is taken.
+const PORT_TAKEN: &str = "Address already in use";
+
 pub struct Spawned {
     child: Child,
     pub addr: SocketAddr,
@@ -20,12 +23,35 @@ pub struct Spawned {
 impl Spawned {
     /// `make run`'s settings (demo on, plain-http cookies, mail to files with each link logged,
     /// the sender on) on a free port of this test binary's database, plus `extra`.
+    ///
+    /// A free port can be taken between our look and the server's bind, by another test's
+    /// server or as the local port of an outgoing connection (the same range): the server then
+    /// says so and exits, and it is started again on another port.
     pub fn start(bin: &str, extra: &[(&str, &str)]) -> Spawned {
-        Spawned::start_on(bin, super::webdriver::free_port(), extra)
+        let mut attempt = 1;
+        loop {
+            let mut spawned = Spawned::launch(bin, super::webdriver::free_port(), extra);
+            match spawned.healthy() {
+                Ok(()) => return spawned,
+                Err(log) if attempt < 5 && log.iter().any(|l| l.contains(PORT_TAKEN)) => {
+                    attempt += 1
+                }
+                Err(log) => panic!("consoled did not start: {log:?}"),
+            }
+        }
     }
 
     /// Like `start`, on a given port (an instance replaced behind a load balancer).
     pub fn start_on(bin: &str, port: u16, extra: &[(&str, &str)]) -> Spawned {
+        let mut spawned = Spawned::launch(bin, port, extra);
+        if let Err(log) = spawned.healthy() {
+            panic!("consoled did not start: {log:?}");
+        }
+        spawned
+    }
+
+    /// Starts the binary on `port`, without waiting for it.
+    fn launch(bin: &str, port: u16, extra: &[(&str, &str)]) -> Spawned {
         let url = format!("http://127.0.0.1:{port}");
         let mail_dir = TempDir::new();
         let mut cmd = Command::new(bin);
@@ -55,31 +81,35 @@ impl Spawned {
                 sink.lock().unwrap().push(line);
             }
         });
-        let spawned = Spawned {
+        Spawned {
             child,
             addr: format!("127.0.0.1:{port}").parse().unwrap(),
             url,
             mail_dir,
             log,
-        };
-        spawned.wait_healthy();
-        spawned
+        }
     }
 
-    fn wait_healthy(&self) {
+    /// Waits up to 30 s for the server to answer `/healthz`; its log if it does not, or if it
+    /// ended first.
+    fn healthy(&mut self) -> Result<(), Vec<String>> {
         let deadline = Instant::now() + Duration::from_secs(30);
         // Our child's socket, not another test's server that took the port first.
         while !super::listens_on(self.child.id(), self.addr.port())
             || std::net::TcpStream::connect(self.addr).is_err()
             || super::raw_request(self.addr, "GET", "/healthz", &[], b"").status != 200
         {
-            assert!(
-                Instant::now() < deadline,
-                "consoled did not start: {:?}",
-                self.log()
-            );
+            if let Ok(Some(_)) = self.child.try_wait() {
+                // Let the log's reader take its last lines.
+                std::thread::sleep(Duration::from_millis(100));
+                return Err(self.log());
+            }
+            if Instant::now() >= deadline {
+                return Err(self.log());
+            }
             std::thread::sleep(Duration::from_millis(100));
         }
+        Ok(())
     }
 
     /// The server's process id.
