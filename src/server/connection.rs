@@ -23,7 +23,7 @@ use std::time::Instant;
 use super::ahead::{ReadAhead, Screened};
 use super::answer::{self, answer};
 use super::guard::{self, Entry, Phase};
-use super::state::{CompleteRequest, Handoff, Outcome, ReadyStream, ServerState};
+use super::state::{CompleteRequest, ForWorkers, Handoff, Outcome, ReadyStream, ServerState};
 use super::{body, exit, head};
 use crate::admission::{ConnectionPlace, SharePlace};
 use crate::error::{ApiError, Code};
@@ -327,7 +327,10 @@ where
     fn by_a_worker(&self, request: CompleteRequest) -> Option<Outcome> {
         let (outcome, answered) = crate::oneshot::pair();
         let handoff = Handoff { request, outcome };
-        self.state.to_workers.send(handoff).ok()?;
+        self.state
+            .to_workers
+            .send(ForWorkers::Request(handoff))
+            .ok()?;
         answered.recv()
     }
 

@@ -53,7 +53,7 @@ mod wire;
 mod worker;
 
 use guard::{Deadlines, Guard};
-use state::ServerState;
+use state::{ForWorkers, ServerState};
 
 /// A refused body is drained (so that the client can read our answer) at most this long.
 const DRAIN: Duration = Duration::from_secs(5);
@@ -143,6 +143,19 @@ impl Server {
         let deadline = Instant::now() + grace;
         // Streams end at once (they need no worker); one that starts later sees `stopping`.
         self.state.watcher.end_all(End::Shutdown);
+        // The workers answer what the connections still send, and end once nothing can: each is
+        // told so (they wait for work without a timer).
+        while !self.state.no_more_requests() && Instant::now() < deadline {
+            thread::sleep(Duration::from_millis(10));
+        }
+        if self.state.no_more_requests() {
+            for _ in 0..self.workers.len() {
+                let _ = self
+                    .state
+                    .to_workers
+                    .send_deadline(ForWorkers::End, deadline);
+            }
+        }
         for w in self.workers.drain(..) {
             join_until(w, deadline);
         }
@@ -158,14 +171,11 @@ impl Server {
 impl ServerState {
     fn new(app: Arc<App>, guard: Arc<Guard>) -> io::Result<ServerState> {
         let (to_workers, for_workers) = bounded(app.config.workers * 4);
-        let (accept_end_sender, accept_end) = bounded(0);
         let capacity = &app.capacity;
         let accept_ended = Arc::new(AtomicBool::new(false));
         Ok(ServerState {
             to_workers,
             for_workers,
-            accept_end,
-            accept_end_sender: std::sync::Mutex::new(Some(accept_end_sender)),
             connections: Connections::new(capacity.max_connections, capacity.fd_budget),
             connection_shares: Shares::new(capacity.max_connections, app.config.client_share),
             guard,

@@ -16,18 +16,13 @@ use crate::app::App;
 use crate::error::ApiError;
 use crate::events::{StreamPlan, Watcher};
 use crate::http::Request;
-use crate::locks::Unpoisoned;
 
 /// State shared by the accept loop, connection threads and workers.
 pub struct ServerState {
     pub(super) app: Arc<App>,
     /// Complete requests on their way to a worker, and the workers' end of that queue.
-    pub(super) to_workers: Sender<Handoff>,
-    pub(super) for_workers: Receiver<Handoff>,
-    /// Closed when the accept loop ends (its only sender is dropped then), which wakes every
-    /// worker at once: a quiet server's workers wait for a request or this, without a timer.
-    pub(super) accept_end: Receiver<()>,
-    pub(super) accept_end_sender: std::sync::Mutex<Option<Sender<()>>>,
+    pub(super) to_workers: Sender<ForWorkers>,
+    pub(super) for_workers: Receiver<ForWorkers>,
     /// Open client connections (each has one thread) and the descriptors they hold.
     pub(super) connections: Arc<Connections>,
     /// Connections held per client.
@@ -44,13 +39,29 @@ pub struct ServerState {
 
 impl ServerState {
     /// The accept loop has ended (its listeners close next): no connection comes any more. Says
-    /// so to the workers and to the connection threads waiting for a connection, which wait
-    /// without looking at the clock while the server runs, and end once nothing more can come.
+    /// so to the connection threads waiting for a connection, which wait without looking at the
+    /// clock while the server runs, and end now.
     pub(super) fn accept_has_ended(&self) {
         self.accept_ended.store(true, Ordering::SeqCst);
         self.spares.wake_all();
-        drop(self.accept_end_sender.lock().unpoisoned().take());
     }
+
+    /// The accept loop has ended and every connection has too: nothing can send a request any
+    /// more.
+    pub(super) fn no_more_requests(&self) -> bool {
+        self.accept_ended.load(Ordering::SeqCst) && self.connections.open() == 0
+    }
+}
+
+/// What the request workers are handed. A request goes by value, as it did before the end had a
+/// variant of its own (boxed, it would cost an allocation per request).
+#[allow(clippy::large_enum_variant)]
+pub enum ForWorkers {
+    /// A request to answer.
+    Request(Handoff),
+    /// Nothing can send a request any more (`ServerState::no_more_requests`): end. Sent once per
+    /// worker by the server's stop, so each worker takes exactly one.
+    End,
 }
 
 /// A request whose head and body have both arrived, ready to be answered (`answer`).
