@@ -1,7 +1,7 @@
 //! Settings of the whole process, made once at start: the allocator's thread caches turned off
-//! (the process keeping its name) and its room ahead (first things in `main`), the sizes of the descriptor table and of the
-//! futex hash (when the server starts); and the allocator's free memory given back when the
-//! server is quiet (`malloc_give_back`).
+//! (the process keeping its name) and its room ahead (first things in `main`), the sizes of the
+//! descriptor table and of the futex hash (when the server starts); and the allocator's free
+//! memory given back when the server is quiet (`malloc_give_back`).
 
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
