@@ -163,7 +163,8 @@ fn main() {
     };
     let (born2, born1) = (run("born"), run("born-one-cpu"));
     let (woken2, woken1) = (run("woken"), run("woken-one-cpu"));
-    println!("| a thread for each of {THREADS} connections | CPU µs, two CPUs | CPU µs, pinned to one CPU |");
+    let columns = "CPU µs, two CPUs | CPU µs, pinned to one CPU";
+    println!("| a thread for each of {THREADS} connections | {columns} |");
     println!("|---|---|---|");
     println!(
         "| born for it ({} KiB stack) | {} | {} |",
