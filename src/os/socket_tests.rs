@@ -9,12 +9,19 @@ fn client_socket(stream: &TcpStream) -> ClientSocket {
     ClientSocket::accepted(stream.as_raw_fd())
 }
 
+/// A loopback connection: the client's end, the server's end, and the server end's
+/// `ClientSocket`.
+fn connected() -> (TcpStream, TcpStream, ClientSocket) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+    let (server, _) = listener.accept().unwrap();
+    let fd = client_socket(&server);
+    (client, server, fd)
+}
+
 #[test]
 fn counts_consumed_bytes_and_sends_without_blocking() {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let mut client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
-    let (mut server, _) = listener.accept().unwrap();
-    let fd = client_socket(&server);
+    let (mut client, mut server, fd) = connected();
     client.write_all(b"hello world").unwrap();
     let mut buf = [0u8; 5];
     server.read_exact(&mut buf).unwrap();
@@ -34,10 +41,7 @@ fn counts_consumed_bytes_and_sends_without_blocking() {
 /// request and on a close, and `peer` telling them apart.
 #[test]
 fn after_shut_rd_epoll_still_wakes_and_peer_tells_data_from_close() {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let mut client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
-    let (server, _) = listener.accept().unwrap();
-    let fd = client_socket(&server);
+    let (mut client, server, fd) = connected();
     server.shutdown(Shutdown::Read).unwrap();
     let ep = Epoll::new().unwrap();
     ep.add(fd.as_fd(), 7).unwrap();
@@ -65,10 +69,7 @@ fn after_shut_rd_epoll_still_wakes_and_peer_tells_data_from_close() {
 
 #[test]
 fn a_reset_wakes_and_reads_as_gone() {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
-    let (server, _) = listener.accept().unwrap();
-    let fd = client_socket(&server);
+    let (client, server, fd) = connected();
     server.shutdown(Shutdown::Read).unwrap();
     let ep = Epoll::new().unwrap();
     ep.add(fd.as_fd(), 1).unwrap();
@@ -87,10 +88,7 @@ fn a_reset_wakes_and_reads_as_gone() {
 
 #[test]
 fn abort_stops_a_reader_that_the_peer_keeps_feeding() {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let mut client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
-    let (server, _) = listener.accept().unwrap();
-    let fd = client_socket(&server);
+    let (mut client, server, fd) = connected();
     let flood = std::thread::spawn(move || {
         let chunk = [b'x'; 4096];
         let t = std::time::Instant::now();
@@ -149,10 +147,7 @@ fn a_connection_the_kernel_timed_out_reads_as_timed_out() {
 /// received no more than `n` (what a stream's request on its own leaves).
 #[test]
 fn consumed_past_agrees_with_consumed() {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let mut client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
-    let (mut server, _) = listener.accept().unwrap();
-    let fd = client_socket(&server);
+    let (mut client, mut server, fd) = connected();
     client.write_all(b"hello world").unwrap();
     let deadline = std::time::Instant::now() + Duration::from_secs(2);
     while fd.queued().unwrap() != 11 && std::time::Instant::now() < deadline {
